@@ -1,0 +1,3 @@
+"""ALF: a config-driven reinforcement-learning framework on PyTorch."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,98 @@
+"""``RLAlgorithm``: the hooks through which unrollers and trainers drive an RL method."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alf import nest
+from alf.algorithms.algorithm import Algorithm
+from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+
+__all__ = ["RLAlgorithm"]
+
+
+class RLAlgorithm(Algorithm):
+    """A reinforcement-learning algorithm.
+
+    Subclasses fill in the hooks:
+
+    ========================================  ===============================================
+    ``predict_step(time_step, state)``        greedy/deterministic action (evaluation, play)
+    ``rollout_step(time_step, state)``        exploring action + ``info`` kept for training
+    ``train_step(exp, state, rollout_info)``  recomputes the step with gradients
+    ``calc_loss(info)``                       turns ``train_step``'s ``info`` into a loss
+    ``preprocess_experience(exp)``            e.g. advantages, before training on a batch
+    ``after_update()``                        after every gradient update
+    ``after_train_iter()``                    after every training iteration
+    ========================================  ===============================================
+
+    and :meth:`train_from_unroll`, which the family classes
+    (:class:`~alf.algorithms.on_policy_algorithm.OnPolicyAlgorithm`) implement.
+
+    Recurrent state is declared with ``*_state_spec`` (a nest of specs, ``()`` when
+    stateless); unrollers reset it to zeros at FIRST steps.
+
+    Args:
+        observation_spec: nest of specs of one observation.
+        action_spec: nest of bounded specs of one action.
+        **kwargs: passed to :class:`Algorithm` (optimizer, learning rate, clipping).
+    """
+
+    def __init__(self, *, observation_spec: Any, action_spec: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.observation_spec = observation_spec
+        self.action_spec = action_spec
+
+    @property
+    def predict_state_spec(self) -> Any:
+        """Specs of the state of :meth:`predict_step`."""
+        return ()
+
+    @property
+    def rollout_state_spec(self) -> Any:
+        """Specs of the state of :meth:`rollout_step`."""
+        return self.predict_state_spec
+
+    @property
+    def train_state_spec(self) -> Any:
+        """Specs of the state of :meth:`train_step`."""
+        return self.rollout_state_spec
+
+    def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        """The action to take when evaluating (usually greedy)."""
+        raise NotImplementedError
+
+    def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        """The action to take when collecting experience; ``info`` is stored with it."""
+        raise NotImplementedError
+
+    def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
+        """Recomputes a step of stored experience with gradients; ``info`` goes to
+        :meth:`calc_loss`."""
+        raise NotImplementedError
+
+    def calc_loss(self, info: Any) -> LossInfo:
+        """The loss of a batch from the ``info`` of :meth:`train_step`."""
+        raise NotImplementedError
+
+    def preprocess_experience(self, exp: Experience) -> Experience:
+        """Transforms a ``[T+1, B]`` trajectory before training (identity by default)."""
+        return exp
+
+    def after_update(self) -> None:  # noqa: B027 - optional hook
+        """Called after every gradient update (e.g. target-network updates)."""
+
+    def after_train_iter(self) -> None:  # noqa: B027 - optional hook
+        """Called once per training iteration, after all its updates."""
+
+    def train_from_unroll(self, exp: Experience) -> dict[str, float]:
+        """Trains on a freshly unrolled ``[T+1, B]`` trajectory.
+
+        Returns:
+            Scalars to report in summaries (losses, entropy, ...).
+        """
+        raise NotImplementedError
+
+    def zero_state(self, spec: Any, batch_size: int) -> Any:
+        """A zero state of ``spec`` for ``batch_size`` environments."""
+        return nest.map_structure(lambda s: s.zeros((batch_size,)), spec)

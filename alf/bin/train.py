@@ -1,0 +1,89 @@
+r"""Trains an agent from a gin config.
+
+Usage::
+
+    python -m alf.bin.train --conf=alf/examples/ppo_cart_pole.gin --root_dir=~/runs/ppo \
+        [--conf_param='TrainerConfig.random_seed=1' ...]
+
+Running again with the same ``--root_dir`` resumes from the newest checkpoint. SIGINT
+(Ctrl-C) or SIGTERM writes a checkpoint and exits with status 0; a second Ctrl-C aborts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from types import FrameType
+
+from absl import app, flags, logging
+
+flags.DEFINE_string("root_dir", None, "Directory of the run's files (created if missing).")
+flags.DEFINE_string("conf", None, "The .gin config file.")
+flags.DEFINE_multi_string("conf_param", [], "A gin binding 'Name.param=value'; wins over --conf.")
+FLAGS = flags.FLAGS
+
+EXIT_USER_ERROR = 2
+EXIT_TRAINING_ERROR = 3
+
+
+def _fail(message: str, code: int) -> None:
+    print(f"alf.bin.train: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def main(argv: list[str]) -> None:
+    """Loads the config, builds the trainer and trains; see the module docstring."""
+    del argv
+    from alf import config as alf_config
+    from alf.environments import UnknownEnvironmentError
+    from alf.trainers import CheckpointError, RLTrainer, TrainerConfig, TrainingDivergedError
+
+    if not FLAGS.root_dir:
+        _fail("--root_dir is required", EXIT_USER_ERROR)
+    if not FLAGS.conf and not FLAGS.conf_param:
+        _fail("--conf is required (or bindings through --conf_param)", EXIT_USER_ERROR)
+    root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
+    try:
+        alf_config.load_config(FLAGS.conf, FLAGS.conf_param)
+        trainer = RLTrainer(config=TrainerConfig(), root_dir=root_dir)
+    except (alf_config.ConfigError, UnknownEnvironmentError, CheckpointError) as err:
+        _fail(str(err), EXIT_USER_ERROR)
+    except (ValueError, TypeError) as err:
+        _fail(f"invalid configuration: {err}", EXIT_USER_ERROR)
+
+    interrupts = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1:
+            raise KeyboardInterrupt
+        logging.warning("Received %s: checkpointing and exiting after this iteration",
+                        signal.Signals(signum).name)
+        trainer.request_stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        result = trainer.train()
+    except TrainingDivergedError as err:
+        _fail(str(err), EXIT_TRAINING_ERROR)
+    finally:
+        trainer.close()
+    summary = f"Finished at iteration {result['iteration']} ({result['env_steps']} env steps)"
+    if "eval_average_return" in result:
+        summary += f"; evaluation average return {result['eval_average_return']:.2f}"
+    if result["stopped_early"]:
+        summary = f"Stopped by signal at iteration {result['iteration']}; checkpoint written"
+    logging.info("%s", summary)
+    print(summary, flush=True)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,119 @@
+"""The typed records that flow between environments, unrollers, algorithms and trainers.
+
+All batched tensors are time-major inside a trajectory (``[T, B, ...]``); a single
+environment step is ``[B, ...]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+
+
+class StepType:
+    """Where a time step sits in its episode (stored as ``torch.int32``)."""
+
+    FIRST = 0
+    MID = 1
+    LAST = 2
+
+
+class TimeStep(NamedTuple):
+    """What the environment returns for one step of a batch of environments.
+
+    Attributes:
+        step_type: ``[B]`` FIRST, MID or LAST.
+        reward: ``[B]`` reward received on arriving at this step (0 at FIRST).
+        discount: ``[B]`` 0 if the episode terminated here, otherwise 1 (truncation
+            by a time limit keeps 1 so that value targets bootstrap).
+        observation: nest of ``[B, ...]`` tensors.
+        prev_action: nest of ``[B, ...]`` tensors, the action that led here (0 at FIRST).
+        env_id: ``[B]`` index of each environment.
+        env_info: optional nest of per-environment extras.
+    """
+
+    step_type: torch.Tensor
+    reward: torch.Tensor
+    discount: torch.Tensor
+    observation: Any
+    prev_action: Any
+    env_id: torch.Tensor
+    env_info: Any = ()
+
+    def is_first(self) -> torch.Tensor:
+        """Boolean mask of the environments starting an episode."""
+        return self.step_type == StepType.FIRST
+
+    def is_last(self) -> torch.Tensor:
+        """Boolean mask of the environments ending an episode."""
+        return self.step_type == StepType.LAST
+
+
+class AlgStep(NamedTuple):
+    """What every algorithm step hook returns.
+
+    Attributes:
+        output: the action (or any output) of the step.
+        state: the recurrent state for the next step (``()`` when stateless).
+        info: whatever the algorithm wants to keep: stored as ``rollout_info`` by the
+            unrollers, passed to :meth:`calc_loss` in training.
+    """
+
+    output: Any = ()
+    state: Any = ()
+    info: Any = ()
+
+
+class Experience(NamedTuple):
+    """One step of experience as stored by unrollers and replay buffers."""
+
+    step_type: torch.Tensor
+    reward: torch.Tensor
+    discount: torch.Tensor
+    observation: Any
+    prev_action: Any
+    env_id: torch.Tensor
+    action: Any
+    rollout_info: Any = ()
+    state: Any = ()
+
+    @staticmethod
+    def from_time_step(
+        time_step: TimeStep, action: Any, rollout_info: Any = (), state: Any = ()
+    ) -> Experience:
+        """Combines a time step with the algorithm's response to it."""
+        return Experience(
+            step_type=time_step.step_type,
+            reward=time_step.reward,
+            discount=time_step.discount,
+            observation=time_step.observation,
+            prev_action=time_step.prev_action,
+            env_id=time_step.env_id,
+            action=action,
+            rollout_info=rollout_info,
+            state=state,
+        )
+
+    def to_time_step(self) -> TimeStep:
+        """The environment part of this experience."""
+        return TimeStep(
+            step_type=self.step_type,
+            reward=self.reward,
+            discount=self.discount,
+            observation=self.observation,
+            prev_action=self.prev_action,
+            env_id=self.env_id,
+        )
+
+
+class LossInfo(NamedTuple):
+    """The result of :meth:`RLAlgorithm.calc_loss`.
+
+    Attributes:
+        loss: scalar tensor to minimise.
+        extra: dict of named scalar tensors reported in summaries (e.g. ``pg_loss``).
+    """
+
+    loss: torch.Tensor
+    extra: dict[str, torch.Tensor] = {}

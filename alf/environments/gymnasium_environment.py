@@ -1,0 +1,135 @@
+"""A batch of Gymnasium environments stepped in-process through a Gymnasium vector env."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from alf import nest
+from alf.data_structures import StepType, TimeStep
+from alf.environments.alf_environment import AlfEnvironment
+from alf.tensor_specs import BoundedTensorSpec, from_gym_space
+
+__all__ = ["GymnasiumEnvironment"]
+
+
+def _to_tensor(array: Any, spec: Any) -> torch.Tensor:
+    tensor = torch.from_numpy(np.asarray(array))
+    return tensor if tensor.dtype == spec.dtype else tensor.to(spec.dtype)
+
+
+class GymnasiumEnvironment(AlfEnvironment):
+    """Wraps a Gymnasium ``VectorEnv`` using the NEXT_STEP autoreset mode.
+
+    Terminated episodes end with discount 0, truncated ones with discount 1. Continuous
+    actions outside the action space are clipped to it and counted in
+    :attr:`num_clipped_actions`; discrete actions outside it raise ``ValueError``.
+
+    Args:
+        vector_env: the Gymnasium vector environment (NEXT_STEP autoreset).
+        seed: seed of the first environment; environment ``i`` gets ``seed + i``.
+    """
+
+    def __init__(self, vector_env: gym.vector.VectorEnv, seed: int | None = None) -> None:
+        mode = vector_env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
+        if mode != gym.vector.AutoresetMode.NEXT_STEP:
+            raise ValueError(f"ALF needs the NEXT_STEP autoreset mode, got {mode}")
+        self._env = vector_env
+        self._seed = seed
+        self._num_envs = vector_env.num_envs
+        self._observation_spec = from_gym_space(vector_env.single_observation_space)
+        self._action_spec = from_gym_space(vector_env.single_action_space)
+        self._action_specs = nest.flatten(self._action_spec)
+        self._env_id = torch.arange(self._num_envs, dtype=torch.int64)
+        self._first_next = np.ones(self._num_envs, dtype=bool)
+        self._zero_action = nest.map_structure(
+            lambda s: s.zeros((self._num_envs,)), self._action_spec
+        )
+        self.num_clipped_actions = 0
+        if seed is not None:
+            vector_env.action_space.seed(seed)
+
+    @property
+    def batch_size(self) -> int:
+        return self._num_envs
+
+    @property
+    def gym_env(self) -> gym.vector.VectorEnv:
+        """The wrapped Gymnasium vector environment."""
+        return self._env
+
+    def observation_spec(self) -> nest.Nest:
+        return self._observation_spec
+
+    def action_spec(self) -> nest.Nest:
+        return self._action_spec
+
+    def _observation(self, obs: Any) -> Any:
+        return nest.map_structure(_to_tensor, obs, self._observation_spec)
+
+    def reset(self) -> TimeStep:
+        obs, _ = self._env.reset(seed=self._seed)
+        self._seed = None  # later resets continue the seeded random streams
+        self._first_next[:] = False
+        n = self._num_envs
+        return TimeStep(
+            step_type=torch.full((n,), StepType.FIRST, dtype=torch.int32),
+            reward=torch.zeros(n),
+            discount=torch.ones(n),
+            observation=self._observation(obs),
+            prev_action=self._zero_action,
+            env_id=self._env_id,
+        )
+
+    def _action_to_numpy(self, action: Any) -> Any:
+        def convert(a: torch.Tensor, spec: BoundedTensorSpec) -> np.ndarray:
+            a = a.detach()
+            if spec.is_discrete:
+                if bool(((a < spec.minimum) | (a > spec.maximum)).any()):
+                    raise ValueError(
+                        f"Discrete action {a.tolist()} is outside "
+                        f"[{spec.minimum}, {spec.maximum}]"
+                    )
+                return a.cpu().numpy()
+            low = torch.as_tensor(spec.minimum, dtype=a.dtype)
+            high = torch.as_tensor(spec.maximum, dtype=a.dtype)
+            outside = (a < low) | (a > high)
+            if bool(outside.any()):
+                self.num_clipped_actions += int(outside.reshape(len(a), -1).any(1).sum())
+                a = torch.maximum(torch.minimum(a, high), low)
+            return a.cpu().numpy()
+
+        leaves = [convert(a, s) for a, s in zip(nest.flatten(action), self._action_specs)]
+        return nest.pack_sequence_as(self._action_spec, leaves)
+
+    def step(self, action: Any) -> TimeStep:
+        obs, reward, terminated, truncated, _ = self._env.step(self._action_to_numpy(action))
+        first = self._first_next.copy()
+        last = np.logical_or(terminated, truncated) & ~first
+        step_type = np.where(first, StepType.FIRST, np.where(last, StepType.LAST, StepType.MID))
+        discount = np.where(terminated & ~first, 0.0, 1.0)
+        reward = np.where(first, 0.0, reward)
+        self._first_next = last
+        prev_action = action
+        if first.any():
+            keep = torch.from_numpy(~first)
+            prev_action = nest.map_structure(
+                lambda a: a * keep.reshape(-1, *([1] * (a.dim() - 1))).to(a.dtype), action
+            )
+        return TimeStep(
+            step_type=torch.from_numpy(step_type.astype(np.int32)),
+            reward=torch.from_numpy(reward.astype(np.float32)),
+            discount=torch.from_numpy(discount.astype(np.float32)),
+            observation=self._observation(obs),
+            prev_action=prev_action,
+            env_id=self._env_id,
+        )
+
+    def render(self) -> Any:
+        return self._env.render()
+
+    def close(self) -> None:
+        self._env.close()

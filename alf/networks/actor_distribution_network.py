@@ -1,0 +1,99 @@
+"""Policy networks that output an action distribution."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributions as td
+import torch.nn as nn
+import torch.nn.functional as F
+
+from alf.config import configurable
+from alf.networks.encoding_network import EncodingNetwork, orthogonal_init
+from alf.tensor_specs import BoundedTensorSpec
+from alf.utils.distributions import SquashedNormal, diag_normal
+
+__all__ = ["ActorDistributionNetwork"]
+
+
+@configurable
+class ActorDistributionNetwork(nn.Module):
+    """Observation -> action distribution.
+
+    A scalar discrete action space gives a ``Categorical``. A continuous (Box) action
+    space gives a diagonal Normal whose standard deviation is either a learned
+    state-independent parameter or a state-dependent output; with ``squash=True`` the
+    Normal is pushed through ``tanh`` and scaled to the action bounds.
+
+    Args:
+        input_spec: nest of :class:`TensorSpec` of one observation.
+        action_spec: :class:`BoundedTensorSpec` of one action.
+        fc_layer_params: sizes of the hidden layers.
+        activation: name of the hidden activation.
+        state_dependent_std: whether the standard deviation is an output of the network.
+        init_std: initial standard deviation (continuous actions).
+        min_std: lower bound of the standard deviation.
+        squash: squash the Normal with ``tanh`` into the action bounds.
+    """
+
+    def __init__(
+        self,
+        *,
+        input_spec: Any,
+        action_spec: BoundedTensorSpec,
+        fc_layer_params: Sequence[int] = (64, 64),
+        activation: str = "tanh",
+        state_dependent_std: bool = False,
+        init_std: float = 1.0,
+        min_std: float = 1e-3,
+        squash: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(action_spec, BoundedTensorSpec):
+            raise TypeError(
+                f"ActorDistributionNetwork needs a single BoundedTensorSpec action, got {action_spec}"
+            )
+        self.encoder = EncodingNetwork(
+            input_spec=input_spec, fc_layer_params=fc_layer_params, activation=activation
+        )
+        self._discrete = action_spec.is_discrete
+        size = self.encoder.output_size
+        if self._discrete:
+            if action_spec.shape != ():
+                raise ValueError(f"Only scalar discrete actions are supported, got {action_spec}")
+            self._offset = int(action_spec.minimum)
+            self.logits = orthogonal_init(nn.Linear(size, action_spec.num_actions), 0.01)
+            return
+        self._action_shape = action_spec.shape
+        dim = int(math.prod(action_spec.shape))
+        self.mean = orthogonal_init(nn.Linear(size, dim), 0.01)
+        self._state_dependent_std = state_dependent_std
+        self._min_std = min_std
+        # softplus(x) = init_std at x = log(exp(init_std) - 1)
+        std_bias = math.log(math.expm1(init_std))
+        if state_dependent_std:
+            self.std = orthogonal_init(nn.Linear(size, dim), 0.01)
+            nn.init.constant_(self.std.bias, std_bias)
+        else:
+            self.std_param = nn.Parameter(torch.full((dim,), std_bias))
+        self._squash = squash
+        self.register_buffer("_low", torch.as_tensor(action_spec.minimum, dtype=torch.float32))
+        self.register_buffer("_high", torch.as_tensor(action_spec.maximum, dtype=torch.float32))
+
+    def forward(self, observation: Any) -> td.Distribution:
+        """A distribution over ``[B, *action_shape]`` actions."""
+        hidden = self.encoder(observation)
+        if self._discrete:
+            logits = self.logits(hidden)
+            if self._offset:
+                raise NotImplementedError("Discrete action spaces must start at 0")
+            return td.Categorical(logits=logits, validate_args=False)
+        mean = self.mean(hidden)
+        raw_std = self.std(hidden) if self._state_dependent_std else self.std_param.expand_as(mean)
+        std = F.softplus(raw_std) + self._min_std
+        if self._squash:
+            return SquashedNormal(mean, std, self._low.flatten(), self._high.flatten())
+        return diag_normal(mean, std)

@@ -1,0 +1,128 @@
+"""Specifications of tensors: shapes and dtypes that size every buffer up front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from alf import nest
+
+__all__ = ["TensorSpec", "BoundedTensorSpec", "from_gym_space", "zeros_from_spec"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of one tensor, without its batch dimensions.
+
+    Attributes:
+        shape: shape of a single element.
+        dtype: its torch dtype.
+    """
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+
+    def zeros(self, outer_dims: tuple[int, ...] = ()) -> torch.Tensor:
+        """A zero tensor of shape ``outer_dims + shape``."""
+        return torch.zeros(tuple(outer_dims) + tuple(self.shape), dtype=self.dtype)
+
+    @property
+    def is_discrete(self) -> bool:
+        """Whether the dtype is an integer type."""
+        return not self.dtype.is_floating_point
+
+    @property
+    def numel(self) -> int:
+        """Number of scalars in one element."""
+        return int(np.prod(self.shape)) if self.shape else 1
+
+
+@dataclass(frozen=True)
+class BoundedTensorSpec(TensorSpec):
+    """A :class:`TensorSpec` whose values lie in ``[minimum, maximum]`` (inclusive).
+
+    ``minimum`` and ``maximum`` are numpy arrays broadcastable to ``shape``.
+    """
+
+    minimum: np.ndarray | float = 0.0
+    maximum: np.ndarray | float = 0.0
+
+    @property
+    def num_actions(self) -> int:
+        """For a scalar discrete spec, the number of distinct values."""
+        if not self.is_discrete or self.shape != ():
+            raise ValueError(f"num_actions needs a scalar discrete spec, got {self}")
+        return int(np.max(self.maximum) - np.min(self.minimum) + 1)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BoundedTensorSpec):
+            return False
+        return (
+            self.shape == other.shape
+            and self.dtype == other.dtype
+            and np.array_equal(self.minimum, other.minimum)
+            and np.array_equal(self.maximum, other.maximum)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype))
+
+
+_NP_TO_TORCH = {
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float32,  # ALF computes in float32
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.int32): torch.int64,
+    np.dtype(np.uint8): torch.uint8,
+    np.dtype(np.int8): torch.int64,
+    np.dtype(np.bool_): torch.bool,
+}
+
+
+def from_gym_space(space: gym.Space) -> nest.Nest:
+    """Converts a gymnasium space to a nest of tensor specs.
+
+    ``Box`` becomes a :class:`BoundedTensorSpec` (float32, or the integer dtype of the
+    box), ``Discrete`` a scalar int64 bounded spec, ``MultiBinary``/``MultiDiscrete``
+    int64 bounded specs; ``Dict`` becomes a dict and ``Tuple`` a tuple of specs.
+
+    Raises:
+        TypeError: for a space type ALF cannot represent.
+    """
+    if isinstance(space, gym.spaces.Box):
+        dtype = _NP_TO_TORCH.get(np.dtype(space.dtype), torch.float32)
+        return BoundedTensorSpec(
+            shape=tuple(space.shape),
+            dtype=dtype,
+            minimum=np.asarray(space.low, dtype=np.float64),
+            maximum=np.asarray(space.high, dtype=np.float64),
+        )
+    if isinstance(space, gym.spaces.Discrete):
+        start = int(space.start)
+        return BoundedTensorSpec(
+            shape=(), dtype=torch.int64, minimum=start, maximum=start + int(space.n) - 1
+        )
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return BoundedTensorSpec(
+            shape=tuple(space.shape),
+            dtype=torch.int64,
+            minimum=np.zeros(space.shape),
+            maximum=np.asarray(space.nvec) - 1,
+        )
+    if isinstance(space, gym.spaces.MultiBinary):
+        return BoundedTensorSpec(
+            shape=tuple(np.atleast_1d(space.n)), dtype=torch.int64, minimum=0, maximum=1
+        )
+    if isinstance(space, gym.spaces.Dict):
+        return {key: from_gym_space(sub) for key, sub in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(from_gym_space(sub) for sub in space.spaces)
+    raise TypeError(f"ALF cannot convert gymnasium space {space!r} to a tensor spec")
+
+
+def zeros_from_spec(spec: nest.Nest, outer_dims: tuple[int, ...] = ()) -> nest.Nest:
+    """A nest of zero tensors shaped by ``spec`` with leading ``outer_dims``."""
+    return nest.map_structure(lambda s: s.zeros(outer_dims), spec)

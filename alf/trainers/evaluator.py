@@ -1,0 +1,86 @@
+"""``Evaluator``: runs ``predict_step`` for a fixed number of episodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.environments.alf_environment import AlfEnvironment
+from alf.unrollers.episode_tracker import EpisodeTracker
+from alf.unrollers.sync_unroller import reset_state_on_first
+
+__all__ = ["EvalResult", "Evaluator"]
+
+
+@dataclass
+class EvalResult:
+    """Returns and lengths of the evaluated episodes."""
+
+    returns: list[float]
+    lengths: list[int]
+
+    @property
+    def average_return(self) -> float:
+        """Mean undiscounted return."""
+        return sum(self.returns) / len(self.returns)
+
+    @property
+    def average_episode_length(self) -> float:
+        """Mean episode length."""
+        return sum(self.lengths) / len(self.lengths)
+
+
+class Evaluator:
+    """Plays ``num_episodes`` full episodes with the algorithm's ``predict_step``.
+
+    Each of the ``B`` environments plays its share of the episodes (the first
+    ``num_episodes % B`` play one more), so short episodes are not over-represented.
+
+    Args:
+        env: the evaluation environment (separate from the training one).
+        algorithm: supplies ``predict_step``.
+        num_episodes: episodes per evaluation.
+    """
+
+    def __init__(self, *, env: AlfEnvironment, algorithm: RLAlgorithm, num_episodes: int) -> None:
+        self.env = env
+        self.algorithm = algorithm
+        self.num_episodes = num_episodes
+
+    @torch.no_grad()
+    def evaluate(self, max_steps: int = 10_000_000) -> EvalResult:
+        """Plays the episodes and returns their returns and lengths."""
+        batch = self.env.batch_size
+        quota = [self.num_episodes // batch + (i < self.num_episodes % batch) for i in range(batch)]
+        done = [0] * batch
+        returns: list[float] = []
+        lengths: list[int] = []
+        tracker = EpisodeTracker(batch)
+        was_training = self.algorithm.training
+        self.algorithm.eval()
+        try:
+            time_step = self.env.reset()
+            state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
+            for _ in range(max_steps):
+                tracker.update(time_step)
+                for env_id, ret, length in zip(
+                    tracker.completed_env_ids, tracker.completed_returns, tracker.completed_lengths
+                ):
+                    if done[env_id] < quota[env_id]:
+                        done[env_id] += 1
+                        returns.append(ret)
+                        lengths.append(length)
+                tracker.pop_completed()
+                if len(returns) >= self.num_episodes:
+                    break
+                state = reset_state_on_first(state, time_step.step_type)
+                step = self.algorithm.predict_step(time_step, state)
+                state = step.state
+                time_step = self.env.step(step.output)
+        finally:
+            self.algorithm.train(was_training)
+        if not returns:
+            raise RuntimeError(f"No evaluation episode finished within {max_steps} steps")
+        return EvalResult(returns=returns, lengths=lengths)

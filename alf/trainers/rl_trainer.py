@@ -1,0 +1,275 @@
+"""``RLTrainer``: builds a run from its config and trains it, resumably."""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from absl import logging
+
+from alf import config as alf_config
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.environments import AlfEnvironment, create_environment
+from alf.trainers.checkpointer import CheckpointError, Checkpointer
+from alf.trainers.evaluator import EvalResult, Evaluator
+from alf.trainers.trainer_config import TrainerConfig
+from alf.unrollers.sync_unroller import SyncUnroller
+from alf.utils.summary import SummaryLogger, truncate_progress_log
+
+__all__ = ["RLTrainer", "TrainingDivergedError", "build_algorithm", "EVAL_SEED_OFFSET"]
+
+EVAL_SEED_OFFSET = 1_000_003
+"""Evaluation environments are seeded from ``random_seed + EVAL_SEED_OFFSET``."""
+
+
+class TrainingDivergedError(RuntimeError):
+    """Too many consecutive iterations had every update skipped for a non-finite loss."""
+
+
+def build_algorithm(config: TrainerConfig, env: AlfEnvironment) -> RLAlgorithm:
+    """Builds the configured algorithm for ``env``'s specs."""
+    algorithm = config.algorithm_ctor(
+        observation_spec=env.observation_spec(), action_spec=env.action_spec()
+    )
+    if not isinstance(algorithm, RLAlgorithm):
+        raise TypeError(f"algorithm_ctor built {type(algorithm).__name__}, not an RLAlgorithm")
+    return algorithm
+
+
+def _load_into(algorithm: RLAlgorithm, state: dict[str, Any], path: str) -> None:
+    try:
+        algorithm.load_checkpoint_state(state["algorithm"])
+    except (RuntimeError, KeyError, ValueError) as err:
+        raise CheckpointError(
+            f"Checkpoint '{path}' does not fit the configured algorithm (was it written "
+            f"with a different config?): {err}"
+        ) from err
+
+
+class RLTrainer:
+    """Trains ``config.algorithm_ctor`` in ``create_environment()`` until the budget.
+
+    On schedule it writes summaries, evaluates with separate environments through
+    ``predict_step`` and checkpoints. If ``root_dir`` already holds a checkpoint, the run
+    resumes from the newest one (iteration and environment-step counts continue).
+
+    Args:
+        config: the run's settings.
+        root_dir: directory of the run's files.
+    """
+
+    def __init__(self, *, config: TrainerConfig, root_dir: str) -> None:
+        self.config = config
+        self.root_dir = root_dir
+        self.iteration = 0
+        self.env_steps = 0
+        self.train_time_s = 0.0
+        self._stop_requested = False
+        self.last_eval: EvalResult | None = None
+        self.checkpointer = Checkpointer(os.path.join(root_dir, "checkpoints"), config.num_checkpoints)
+        resume_step = self.checkpointer.latest_step()
+        # Read the checkpoint before building anything, so a bad one fails fast.
+        resume_state = self.checkpointer.load(resume_step) if resume_step is not None else None
+
+        if config.torch_num_threads:
+            torch.set_num_threads(config.torch_num_threads)
+        seed = config.random_seed
+        torch.manual_seed(seed)
+        np.random.seed(seed % 2**32)
+        if resume_state is not None:
+            # Fresh episodes after a resume must not replay the first run's seeds.
+            seed += int(resume_state["env_steps"])
+        self.env = create_environment(seed=seed)
+        self.algorithm = build_algorithm(config, self.env)
+        self.eval_env = None
+        self.evaluator = None
+        if config.evaluate:
+            self.eval_env = create_environment(
+                num_parallel_environments=config.num_eval_environments,
+                seed=config.random_seed + EVAL_SEED_OFFSET,
+            )
+            self.evaluator = Evaluator(
+                env=self.eval_env, algorithm=self.algorithm, num_episodes=config.num_eval_episodes
+            )
+        self.unroller = SyncUnroller(
+            env=self.env, algorithm=self.algorithm, unroll_length=config.unroll_length
+        )
+        if resume_state is not None:
+            self._restore(resume_state, self.checkpointer.path(resume_step))
+        self.checkpointer.remove_stale_temporaries()
+        truncate_progress_log(os.path.join(root_dir, "progress.jsonl"), self.iteration)
+        self.summary = SummaryLogger(root_dir, purge_step=self.iteration + 1 if self.iteration else None)
+        self._write_config(alf_config.config_str())
+
+    # ----------------------------------------------------------------- state
+    def _restore(self, state: dict[str, Any], path: str) -> None:
+        _load_into(self.algorithm, state, path)
+        self.iteration = int(state["iteration"])
+        self.env_steps = int(state["env_steps"])
+        self.train_time_s = float(state.get("train_time_s", 0.0))
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
+        logging.info("Resumed from %s (iteration %d, %d env steps)", path, self.iteration,
+                     self.env_steps)
+
+    def save_checkpoint(self) -> str:
+        """Writes a checkpoint of the current iteration; returns its path."""
+        state = {
+            "format_version": 1,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "train_time_s": self.train_time_s,
+            "torch_rng": torch.get_rng_state(),
+            "algorithm": self.algorithm.checkpoint_state(),
+        }
+        return self.checkpointer.save(self.iteration, state)
+
+    def _write_config(self, text: str) -> None:
+        os.makedirs(self.root_dir, exist_ok=True)
+        path = os.path.join(self.root_dir, "config.gin")
+        with open(f"{path}.tmp", "w") as f:
+            f.write(text)
+        os.replace(f"{path}.tmp", path)
+
+    # ------------------------------------------------------------------ loop
+    def request_stop(self) -> None:
+        """Asks the loop to checkpoint and return after the current iteration."""
+        self._stop_requested = True
+
+    def progress(self) -> float:
+        """Fraction of the budget used, in ``[0, 1]``."""
+        fractions = []
+        if self.config.num_env_steps > 0:
+            fractions.append(self.env_steps / self.config.num_env_steps)
+        if self.config.num_iterations > 0:
+            fractions.append(self.iteration / self.config.num_iterations)
+        return min(1.0, max(fractions))
+
+    def _finished(self) -> bool:
+        return self.progress() >= 1.0
+
+    def evaluate(self) -> EvalResult | None:
+        """Evaluates now, writes the eval summary, and returns the result."""
+        if self.evaluator is None:
+            return None
+        result = self.evaluator.evaluate()
+        self.last_eval = result
+        self.summary.write(
+            "eval",
+            self.iteration,
+            {"average_return": result.average_return,
+             "average_episode_length": result.average_episode_length},
+            {"iteration": self.iteration, "env_steps": self.env_steps},
+        )
+        logging.info("Evaluation at iteration %d (%d env steps): average return %.2f over %d "
+                     "episodes", self.iteration, self.env_steps, result.average_return,
+                     len(result.returns))
+        return result
+
+    def train(self) -> dict[str, Any]:
+        """Runs the loop until the budget is used or a stop is requested.
+
+        Returns:
+            ``iteration``, ``env_steps``, ``stopped_early`` and, when evaluated,
+            ``eval_average_return``.
+        """
+        config = self.config
+        recent_returns: collections.deque[float] = collections.deque(maxlen=100)
+        recent_lengths: collections.deque[int] = collections.deque(maxlen=100)
+        window_steps, window_time = 0, 0.0
+        first_iteration = True
+        skipped_in_a_row = 0
+        last_print = time.monotonic()
+        start_steps = self.env_steps
+        start_time = time.monotonic()
+        stats: dict[str, float] = {}
+        try:
+            while not self._finished() and not self._stop_requested:
+                self.algorithm.set_progress(self.progress())
+                tick = time.perf_counter()
+                experience = self.unroller.unroll()
+                stats = self.algorithm.train_from_unroll(experience)
+                elapsed = time.perf_counter() - tick
+                self.iteration += 1
+                self.env_steps += self.unroller.steps_per_unroll
+                self.train_time_s += elapsed
+                window_steps += self.unroller.steps_per_unroll
+                window_time += elapsed
+                returns, lengths = self.unroller.episodes.pop_completed()
+                recent_returns.extend(returns)
+                recent_lengths.extend(lengths)
+
+                skipped_in_a_row = skipped_in_a_row + 1 if stats.get("skipped") == 1.0 else 0
+                if skipped_in_a_row >= config.max_consecutive_skipped_iterations:
+                    raise TrainingDivergedError(
+                        f"Every update of the last {skipped_in_a_row} iterations had a "
+                        f"non-finite loss; stopping. The last good checkpoint is kept in "
+                        f"{self.checkpointer.directory}."
+                    )
+                if first_iteration:
+                    first_iteration = False
+                    operative = alf_config.operative_config_str()
+                    self._write_config(operative)
+                    self.summary.text("config", operative)
+                    unused = alf_config.inoperative_bindings()
+                    if unused:
+                        logging.warning("These config bindings were never used by the "
+                                        "run: %s", ", ".join(unused))
+
+                if self.iteration % config.summary_interval == 0:
+                    scalars = {**stats, "learning_rate": self.algorithm.learning_rate,
+                               "env_steps_per_second": window_steps / max(window_time, 1e-9),
+                               "clipped_actions": float(getattr(self.env, "num_clipped_actions", 0))}
+                    record = {"iteration": self.iteration, "env_steps": self.env_steps,
+                              "elapsed_s": round(self.train_time_s, 3),
+                              "fps": round(window_steps / max(window_time, 1e-9), 1)}
+                    if returns or recent_returns:
+                        scalars["average_return"] = float(np.mean(recent_returns))
+                        scalars["average_episode_length"] = float(np.mean(recent_lengths))
+                    self.summary.write("train", self.iteration, scalars, record)
+                    window_steps, window_time = 0, 0.0
+
+                if config.eval_interval and self.iteration % config.eval_interval == 0:
+                    self.evaluate()
+                if self.iteration % config.checkpoint_interval == 0:
+                    self.save_checkpoint()
+                if time.monotonic() - last_print >= config.progress_interval_s:
+                    last_print = time.monotonic()
+                    self._print_progress(start_steps, start_time, recent_returns)
+            if self._finished() and config.evaluate and (
+                not config.eval_interval or self.iteration % config.eval_interval
+            ):
+                self.evaluate()
+            if self.iteration:
+                self.save_checkpoint()
+        finally:
+            self.summary.close()
+        result: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps,
+                                  "stopped_early": self._stop_requested and not self._finished()}
+        if self.last_eval is not None:
+            result["eval_average_return"] = self.last_eval.average_return
+        return result
+
+    def _print_progress(self, start_steps: int, start_time: float,
+                        recent_returns: collections.deque[float]) -> None:
+        rate = (self.env_steps - start_steps) / max(time.monotonic() - start_time, 1e-9)
+        ret = f"{np.mean(recent_returns):.2f}" if recent_returns else "n/a"
+        eta = ""
+        if self.config.num_env_steps > 0 and rate > 0:
+            left = max(self.config.num_env_steps - self.env_steps, 0) / rate
+            eta = f" | ETA {left:.0f}s"
+        elif self.config.num_iterations > 0 and self.iteration:
+            per_iter = (time.monotonic() - start_time) / max(self.iteration, 1)
+            eta = f" | ETA {per_iter * (self.config.num_iterations - self.iteration):.0f}s"
+        logging.info("iteration %d | env steps %d | %.0f steps/s | return %s%s",
+                     self.iteration, self.env_steps, rate, ret, eta)
+
+    def close(self) -> None:
+        """Closes the environments."""
+        self.unroller.close()
+        if self.eval_env is not None:
+            self.eval_env.close()

@@ -1,0 +1,6 @@
+"""Unrollers: run the algorithm's ``rollout_step`` in environments to collect experience."""
+
+from alf.unrollers.episode_tracker import EpisodeTracker
+from alf.unrollers.sync_unroller import SyncUnroller
+
+__all__ = ["EpisodeTracker", "SyncUnroller"]

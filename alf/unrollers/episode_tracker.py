@@ -1,0 +1,49 @@
+"""Episode returns and lengths, computed from the stream of time steps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from alf.data_structures import StepType, TimeStep
+
+__all__ = ["EpisodeTracker"]
+
+
+class EpisodeTracker:
+    """Accumulates each environment's undiscounted return and length.
+
+    An episode's length counts its actions (a FIRST..LAST episode of ``k + 1`` time steps
+    has length ``k``), and its return sums the rewards of the steps after FIRST.
+
+    Args:
+        batch_size: number of environments.
+    """
+
+    def __init__(self, batch_size: int) -> None:
+        self._returns = np.zeros(batch_size, dtype=np.float64)
+        self._lengths = np.zeros(batch_size, dtype=np.int64)
+        self.completed_returns: list[float] = []
+        self.completed_lengths: list[int] = []
+        self.completed_env_ids: list[int] = []
+
+    def update(self, time_step: TimeStep) -> None:
+        """Adds one batched time step."""
+        step_type = time_step.step_type.numpy()
+        first = step_type == StepType.FIRST
+        self._returns[first] = 0.0
+        self._lengths[first] = 0
+        not_first = ~first
+        self._returns[not_first] += time_step.reward.numpy()[not_first]
+        self._lengths[not_first] += 1
+        last = step_type == StepType.LAST
+        if last.any():
+            ids = np.flatnonzero(last)
+            self.completed_returns += self._returns[ids].tolist()
+            self.completed_lengths += self._lengths[ids].tolist()
+            self.completed_env_ids += ids.tolist()
+
+    def pop_completed(self) -> tuple[list[float], list[int]]:
+        """Returns and lengths of the episodes completed since the last call."""
+        returns, lengths = self.completed_returns, self.completed_lengths
+        self.completed_returns, self.completed_lengths, self.completed_env_ids = [], [], []
+        return returns, lengths

@@ -1,0 +1,84 @@
+"""``SyncUnroller``: steps one batched environment in the learner's process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from alf import nest
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import AlgStep, Experience, StepType, TimeStep
+from alf.environments.alf_environment import AlfEnvironment
+from alf.unrollers.episode_tracker import EpisodeTracker
+
+__all__ = ["SyncUnroller", "reset_state_on_first"]
+
+
+def reset_state_on_first(state: Any, step_type: torch.Tensor) -> Any:
+    """Zeroes the recurrent state of the environments whose step is FIRST."""
+    keep = step_type != StepType.FIRST
+
+    def reset(s: torch.Tensor) -> torch.Tensor:
+        return s * keep.reshape(-1, *([1] * (s.dim() - 1))).to(s.dtype)
+
+    return nest.map_structure(reset, state)
+
+
+class SyncUnroller:
+    """Collects ``unroll_length`` steps per call with ``algorithm.rollout_step``.
+
+    Each call returns a ``[unroll_length + 1, B]`` :class:`Experience`. Its last row is
+    the step reached after the last action, with the algorithm's response to it; that
+    response is really taken, as the first row of the next call, so consecutive
+    trajectories overlap by one row and no computation is wasted.
+
+    Args:
+        env: the batched environment.
+        algorithm: supplies ``rollout_step`` and ``rollout_state_spec``.
+        unroll_length: environment steps per environment per call.
+    """
+
+    def __init__(self, *, env: AlfEnvironment, algorithm: RLAlgorithm, unroll_length: int) -> None:
+        if unroll_length < 1:
+            raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
+        self.env = env
+        self.algorithm = algorithm
+        self.unroll_length = unroll_length
+        self.episodes = EpisodeTracker(env.batch_size)
+        self._row: Experience | None = None
+        self._policy_step: AlgStep | None = None
+
+    @property
+    def steps_per_unroll(self) -> int:
+        """Environment steps taken by one call of :meth:`unroll`."""
+        return self.unroll_length * self.env.batch_size
+
+    def _respond(self, time_step: TimeStep, state: Any) -> Experience:
+        state = reset_state_on_first(state, time_step.step_type)
+        self._policy_step = self.algorithm.rollout_step(time_step, state)
+        return Experience.from_time_step(
+            time_step, self._policy_step.output, self._policy_step.info, state
+        )
+
+    @torch.no_grad()
+    def unroll(self) -> Experience:
+        """Runs ``unroll_length`` steps and returns the ``[T + 1, B]`` trajectory."""
+        if self._row is None:
+            time_step = self.env.reset()
+            self.episodes.update(time_step)
+            state = self.algorithm.zero_state(
+                self.algorithm.rollout_state_spec, self.env.batch_size
+            )
+            self._row = self._respond(time_step, state)
+        rows = [self._row]
+        for _ in range(self.unroll_length):
+            time_step = self.env.step(self._policy_step.output)
+            self.episodes.update(time_step)
+            rows.append(self._respond(time_step, self._policy_step.state))
+        self._row = rows[-1]
+        return nest.stack(rows)
+
+    def close(self) -> None:
+        """Closes the environment."""
+        self.env.close()

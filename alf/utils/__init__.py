@@ -1,0 +1,1 @@
+"""Utilities: value operations, distributions, schedules, seeding."""

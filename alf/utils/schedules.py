@@ -1,0 +1,62 @@
+"""Schedules: values that change with training progress (0 at the start, 1 at the end).
+
+Progress is the fraction of the run's budget (``num_env_steps`` or ``num_iterations``)
+that has been used, so a schedule needs no knowledge of the budget itself.
+"""
+
+from __future__ import annotations
+
+from alf.config import configurable
+
+__all__ = ["Schedule", "ConstantSchedule", "LinearSchedule", "as_schedule"]
+
+
+class Schedule:
+    """A value as a function of training progress in ``[0, 1]``."""
+
+    def __call__(self, progress: float) -> float:
+        raise NotImplementedError
+
+
+@configurable
+class ConstantSchedule(Schedule):
+    """Always ``value``."""
+
+    def __init__(self, value: float) -> None:
+        self.value = float(value)
+
+    def __call__(self, progress: float) -> float:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"ConstantSchedule({self.value})"
+
+
+@configurable
+class LinearSchedule(Schedule):
+    """Moves linearly from ``start`` at progress 0 to ``end`` at progress 1.
+
+    Args:
+        start: value at the start of training.
+        end: value at the end of the budget (default 0, i.e. linear decay).
+    """
+
+    def __init__(self, start: float, end: float = 0.0) -> None:
+        self.start = float(start)
+        self.end = float(end)
+
+    def __call__(self, progress: float) -> float:
+        progress = min(max(progress, 0.0), 1.0)
+        return self.start + (self.end - self.start) * progress
+
+    def __repr__(self) -> str:
+        return f"LinearSchedule({self.start}, {self.end})"
+
+
+def as_schedule(value: float | Schedule) -> Schedule:
+    """Wraps a plain number in a :class:`ConstantSchedule`."""
+    if isinstance(value, Schedule):
+        return value
+    if callable(value):
+        raise TypeError(f"Expected a number or a Schedule, got {value!r}")
+    return ConstantSchedule(float(value))

@@ -1,0 +1,53 @@
+"""Value targets over time-major trajectories: discounted returns and GAE.
+
+A trajectory of ``T + 1`` rows holds time steps ``0..T``: row ``t`` carries the reward
+and discount of *arriving* at step ``t``, and the value of its observation. Targets are
+produced for rows ``0..T-1``; row ``T`` only bootstraps. A row whose step is LAST starts
+no transition (its action is ignored by the environment), so its target is 0 and it is
+masked out of losses by :func:`valid_mask`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from alf.data_structures import StepType
+
+__all__ = ["generalized_advantage_estimation", "valid_mask"]
+
+
+def valid_mask(step_type: torch.Tensor) -> torch.Tensor:
+    """``[T+1, B] -> [T, B]`` float mask of rows whose action starts a real transition."""
+    return (step_type[:-1] != StepType.LAST).to(torch.float32)
+
+
+def generalized_advantage_estimation(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    step_types: torch.Tensor,
+    discounts: torch.Tensor,
+    gamma: float,
+    td_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE(lambda) advantages and lambda-returns.
+
+    Args:
+        rewards, values, step_types, discounts: ``[T+1, B]`` time-major tensors.
+        gamma: discount factor.
+        td_lambda: GAE's lambda (1 gives Monte-Carlo advantages, 0 one-step TD).
+
+    Returns:
+        ``(advantages, returns)``, both ``[T, B]``; ``returns = advantages + values[:-1]``.
+        Rows that are LAST get advantage 0.
+    """
+    valid = valid_mask(step_types)
+    next_discount = gamma * discounts[1:]
+    deltas = (rewards[1:] + next_discount * values[1:] - values[:-1]) * valid
+    # An episode's chain of advantages stops at its LAST step (whose advantage is 0).
+    carry = next_discount * td_lambda * torch.cat([valid[1:], torch.zeros_like(valid[:1])])
+    advantages = torch.empty_like(deltas)
+    acc = torch.zeros_like(deltas[0])
+    for t in range(deltas.shape[0] - 1, -1, -1):
+        acc = deltas[t] + carry[t] * acc
+        advantages[t] = acc
+    return advantages, advantages + values[:-1] * valid
