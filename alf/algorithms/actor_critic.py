@@ -13,8 +13,8 @@ from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorDistributionNetwork, ValueNetwork
-from alf.utils.distributions import distribution_mode
-from alf.utils.value_ops import generalized_advantage_estimation, valid_mask
+from alf.utils.distributions import distribution_mode, sample
+from alf.utils.value_ops import generalized_advantage_estimation
 
 __all__ = ["ActorCriticAlgorithm", "ActorCriticRolloutInfo", "ActorCriticTrainInfo"]
 
@@ -26,7 +26,6 @@ class ActorCriticRolloutInfo(NamedTuple):
     value: torch.Tensor
     advantage: Any = ()
     returns: Any = ()
-    mask: Any = ()
 
 
 class ActorCriticTrainInfo(NamedTuple):
@@ -36,11 +35,6 @@ class ActorCriticTrainInfo(NamedTuple):
     entropy: torch.Tensor
     value: torch.Tensor
     rollout: ActorCriticRolloutInfo
-
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``x`` over the entries where ``mask`` is 1."""
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 @configurable
@@ -86,7 +80,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             mini_batch_size=mini_batch_size,
             **kwargs,
         )
-        self.actor_network = actor_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        self.actor_network = actor_network_ctor(
+            input_spec=observation_spec, action_spec=action_spec
+        )
         self.value_network = value_network_ctor(input_spec=observation_spec)
         self.gamma = gamma
         self.gae_lambda = gae_lambda
@@ -101,7 +97,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         dist = self.actor_network(time_step.observation)
-        action = dist.sample()
+        action = sample(dist)
         info = ActorCriticRolloutInfo(
             log_prob=dist.log_prob(action), value=self.value_network(time_step.observation)
         )
@@ -124,7 +120,6 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
                 value=info.value[:-1],
                 advantage=advantages,
                 returns=returns,
-                mask=valid_mask(exp.step_type),
             )
         )
 
@@ -141,11 +136,8 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     def advantages(self, info: ActorCriticTrainInfo) -> torch.Tensor:
         """The (optionally normalised) advantages of a mini-batch."""
         adv = info.rollout.advantage
-        if self.normalize_advantages:
-            mask = info.rollout.mask
-            mean = masked_mean(adv, mask)
-            std = masked_mean((adv - mean) ** 2, mask).sqrt()
-            adv = (adv - mean) / (std + 1e-8)
+        if self.normalize_advantages and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         return adv
 
     def policy_loss(self, info: ActorCriticTrainInfo, advantages: torch.Tensor) -> torch.Tensor:
@@ -157,10 +149,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         return 0.5 * (info.value - info.rollout.returns) ** 2
 
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
-        mask = info.rollout.mask
-        pg_loss = masked_mean(self.policy_loss(info, self.advantages(info)), mask)
-        value_loss = masked_mean(self.value_loss(info), mask)
-        entropy = masked_mean(info.entropy, mask)
+        pg_loss = self.policy_loss(info, self.advantages(info)).mean()
+        value_loss = self.value_loss(info).mean()
+        entropy = info.entropy.mean()
         loss = pg_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy
         return LossInfo(
             loss=loss,
@@ -170,4 +161,3 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
                 "entropy": entropy.detach(),
             },
         )
-

@@ -78,12 +78,12 @@ class Algorithm(nn.Module):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def update_with_gradient(self, loss_info: LossInfo) -> dict[str, float]:
+    def update_with_gradient(self, loss_info: LossInfo) -> dict[str, Any]:
         """One optimizer step on ``loss_info.loss``.
 
         Returns:
-            ``{"grad_norm": ...}``, or ``{"skipped": 1.0}`` when the loss or the gradient
-            was not finite (the parameters are then left unchanged).
+            ``{"grad_norm": <scalar tensor>}``, or ``{"skipped": 1.0}`` when the loss or
+            the gradient was not finite (the parameters are then left unchanged).
         """
         optimizer = self.optimizer
         loss = loss_info.loss
@@ -92,7 +92,7 @@ class Algorithm(nn.Module):
             return {"skipped": 1.0}
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        params = [p for group in optimizer.param_groups for p in group["params"]]
+        params = self._optimized_params()
         max_norm = self._max_grad_norm if self._max_grad_norm is not None else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
         if not torch.isfinite(grad_norm):
@@ -100,7 +100,13 @@ class Algorithm(nn.Module):
             self.num_skipped_updates += 1
             return {"skipped": 1.0}
         optimizer.step()
-        return {"grad_norm": float(grad_norm)}
+        return {"grad_norm": grad_norm.detach()}
+
+    def _optimized_params(self) -> list[torch.Tensor]:
+        if getattr(self, "_param_cache", None) is None:
+            groups = self.optimizer.param_groups
+            self._param_cache = [p for group in groups for p in group["params"]]
+        return self._param_cache
 
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything needed to resume: parameters, buffers and optimizer state."""

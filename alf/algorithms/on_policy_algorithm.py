@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import torch
@@ -10,18 +9,20 @@ import torch
 from alf import nest
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import Experience
+from alf.utils.value_ops import valid_mask
 
-__all__ = ["OnPolicyAlgorithm"]
+__all__ = ["OnPolicyAlgorithm", "summarize_updates"]
 
 
 class OnPolicyAlgorithm(RLAlgorithm):
     """Trains on every unrolled trajectory: ``num_epochs`` passes of shuffled mini-batches.
 
     :meth:`train_from_unroll` calls :meth:`preprocess_experience` on the ``[T+1, B]``
-    trajectory, which must return a ``[T, B]`` one (the last row only bootstraps), then
-    for each epoch splits its ``T * B`` steps into shuffled mini-batches of
-    ``mini_batch_size`` steps and runs ``train_step`` + ``calc_loss`` +
-    ``update_with_gradient`` on each. Stateless (feed-forward) algorithms only.
+    trajectory, which must return a ``[T, B]`` one (the last row only bootstraps). Steps
+    whose action the environment ignored (LAST steps: the next step is a reset) are
+    dropped, so losses are plain means. Then, for each epoch, the remaining steps are
+    split into shuffled mini-batches of ``mini_batch_size`` and each gets ``train_step`` +
+    ``calc_loss`` + ``update_with_gradient``. Stateless (feed-forward) algorithms only.
 
     Args:
         num_epochs: passes over each trajectory.
@@ -29,8 +30,9 @@ class OnPolicyAlgorithm(RLAlgorithm):
         **kwargs: passed to :class:`RLAlgorithm`.
     """
 
-    def __init__(self, *, num_epochs: int = 1, mini_batch_size: int | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, num_epochs: int = 1, mini_batch_size: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
@@ -38,12 +40,13 @@ class OnPolicyAlgorithm(RLAlgorithm):
         self.mini_batch_size = mini_batch_size
 
     def train_from_unroll(self, exp: Experience) -> dict[str, float]:
+        valid = valid_mask(exp.step_type).reshape(-1).bool()
         exp = self.preprocess_experience(exp)
-        flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), exp)
-        num_steps = flat.step_type.shape[0]
+        flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[valid], exp)
+        num_steps = int(valid.sum())
         batch = min(self.mini_batch_size or num_steps, num_steps)
-        totals: dict[str, float] = defaultdict(float)
-        num_updates = 0
+        stats: list[dict[str, torch.Tensor]] = []
+        num_skipped = 0
         for _ in range(self.num_epochs):
             order = torch.randperm(num_steps)
             for start in range(0, num_steps - batch + 1, batch):
@@ -51,13 +54,23 @@ class OnPolicyAlgorithm(RLAlgorithm):
                 mini = nest.map_structure(lambda x, i=index: x[i], flat)
                 step = self.train_step(mini, (), mini.rollout_info)
                 loss_info = self.calc_loss(step.info)
-                stats = self.update_with_gradient(loss_info)
+                update = self.update_with_gradient(loss_info)
                 self.after_update()
-                totals["loss"] += float(loss_info.loss.detach())
-                for name, value in loss_info.extra.items():
-                    totals[name] += float(value)
-                for name, value in stats.items():
-                    totals[name] += value
-                num_updates += 1
+                if "skipped" in update:
+                    num_skipped += 1
+                    continue
+                stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **update})
         self.after_train_iter()
-        return {name: value / num_updates for name, value in totals.items()}
+        return summarize_updates(stats, num_skipped)
+
+
+def summarize_updates(stats: list[dict[str, Any]], num_skipped: int) -> dict[str, float]:
+    """Means of per-update statistics, plus ``skipped`` (the fraction of updates skipped
+    for a non-finite loss; 1.0 means the iteration learned nothing)."""
+    total = len(stats) + num_skipped
+    result = {"skipped": num_skipped / max(total, 1)}
+    if stats:
+        for name in stats[0]:
+            values = [s[name] for s in stats]
+            result[name] = float(torch.stack([torch.as_tensor(v) for v in values]).mean())
+    return result

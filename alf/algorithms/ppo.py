@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from alf.algorithms.actor_critic import ActorCriticAlgorithm, ActorCriticTrainInfo, masked_mean
+from alf.algorithms.actor_critic import ActorCriticAlgorithm, ActorCriticTrainInfo
 from alf.config import configurable
 from alf.data_structures import LossInfo
 from alf.utils.schedules import Schedule, as_schedule
@@ -68,5 +68,5 @@ class PPOAlgorithm(ActorCriticAlgorithm):
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
         loss_info = super().calc_loss(info)
         ratio = torch.exp(info.log_prob.detach() - info.rollout.log_prob)
-        clip_fraction = masked_mean(((ratio - 1.0).abs() > self.clip).float(), info.rollout.mask)
+        clip_fraction = ((ratio - 1.0).abs() > self.clip).float().mean()
         return loss_info._replace(extra={**loss_info.extra, "clip_fraction": clip_fraction})

@@ -37,7 +37,7 @@ def main(argv: list[str]) -> None:
 
     from alf import config as alf_config
     from alf.environments import create_environment
-    from alf.trainers import CheckpointError, Checkpointer, TrainerConfig, build_algorithm
+    from alf.trainers import Checkpointer, CheckpointError, TrainerConfig, build_algorithm
     from alf.trainers.evaluator import Evaluator
 
     if not FLAGS.root_dir:
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> None:
         recorder = _FrameRecorder(env, frames)
     evaluator = Evaluator(env=recorder or env, algorithm=algorithm, num_episodes=FLAGS.num_episodes)
     result = evaluator.evaluate()
-    for i, (ret, length) in enumerate(zip(result.returns, result.lengths)):
+    for i, (ret, length) in enumerate(zip(result.returns, result.lengths, strict=False)):
         print(f"episode {i}: return {ret:.2f}, length {length}", flush=True)
     if FLAGS.record_file:
         _write_video(FLAGS.record_file, frames, env)

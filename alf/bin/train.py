@@ -59,8 +59,10 @@ def main(argv: list[str]) -> None:
         interrupts += 1
         if interrupts > 1:
             raise KeyboardInterrupt
-        logging.warning("Received %s: checkpointing and exiting after this iteration",
-                        signal.Signals(signum).name)
+        logging.warning(
+            "Received %s: checkpointing and exiting after this iteration",
+            signal.Signals(signum).name,
+        )
         trainer.request_stop()
 
     signal.signal(signal.SIGINT, on_signal)

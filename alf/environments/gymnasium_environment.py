@@ -90,8 +90,7 @@ class GymnasiumEnvironment(AlfEnvironment):
             if spec.is_discrete:
                 if bool(((a < spec.minimum) | (a > spec.maximum)).any()):
                     raise ValueError(
-                        f"Discrete action {a.tolist()} is outside "
-                        f"[{spec.minimum}, {spec.maximum}]"
+                        f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
                     )
                 return a.cpu().numpy()
             low = torch.as_tensor(spec.minimum, dtype=a.dtype)
@@ -102,7 +101,8 @@ class GymnasiumEnvironment(AlfEnvironment):
                 a = torch.maximum(torch.minimum(a, high), low)
             return a.cpu().numpy()
 
-        leaves = [convert(a, s) for a, s in zip(nest.flatten(action), self._action_specs)]
+        pairs = zip(nest.flatten(action), self._action_specs, strict=True)
+        leaves = [convert(a, s) for a, s in pairs]
         return nest.pack_sequence_as(self._action_spec, leaves)
 
     def step(self, action: Any) -> TimeStep:

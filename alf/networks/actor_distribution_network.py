@@ -54,7 +54,8 @@ class ActorDistributionNetwork(nn.Module):
         super().__init__()
         if not isinstance(action_spec, BoundedTensorSpec):
             raise TypeError(
-                f"ActorDistributionNetwork needs a single BoundedTensorSpec action, got {action_spec}"
+                "ActorDistributionNetwork needs a single BoundedTensorSpec action, "
+                f"got {action_spec}"
             )
         self.encoder = EncodingNetwork(
             input_spec=input_spec, fc_layer_params=fc_layer_params, activation=activation

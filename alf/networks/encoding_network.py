@@ -83,7 +83,11 @@ class EncodingNetwork(nn.Module):
     def forward(self, observation: Any) -> torch.Tensor:
         """Encodes a ``[B, ...]`` observation nest into ``[B, output_size]``."""
         if self._single_input:
-            x = observation if isinstance(observation, torch.Tensor) else nest.flatten(observation)[0]
+            x = (
+                observation
+                if isinstance(observation, torch.Tensor)
+                else nest.flatten(observation)[0]
+            )
             x = x.reshape(x.shape[0], -1)
         else:
             leaves = nest.flatten(observation)

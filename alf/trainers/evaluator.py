@@ -65,9 +65,13 @@ class Evaluator:
             state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
             for _ in range(max_steps):
                 tracker.update(time_step)
-                for env_id, ret, length in zip(
-                    tracker.completed_env_ids, tracker.completed_returns, tracker.completed_lengths
-                ):
+                completed = zip(
+                    tracker.completed_env_ids,
+                    tracker.completed_returns,
+                    tracker.completed_lengths,
+                    strict=True,
+                )
+                for env_id, ret, length in completed:
                     if done[env_id] < quota[env_id]:
                         done[env_id] += 1
                         returns.append(ret)

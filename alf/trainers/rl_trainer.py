@@ -14,7 +14,7 @@ from absl import logging
 from alf import config as alf_config
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.environments import AlfEnvironment, create_environment
-from alf.trainers.checkpointer import CheckpointError, Checkpointer
+from alf.trainers.checkpointer import Checkpointer, CheckpointError
 from alf.trainers.evaluator import EvalResult, Evaluator
 from alf.trainers.trainer_config import TrainerConfig
 from alf.unrollers.sync_unroller import SyncUnroller
@@ -70,7 +70,9 @@ class RLTrainer:
         self.train_time_s = 0.0
         self._stop_requested = False
         self.last_eval: EvalResult | None = None
-        self.checkpointer = Checkpointer(os.path.join(root_dir, "checkpoints"), config.num_checkpoints)
+        self.checkpointer = Checkpointer(
+            os.path.join(root_dir, "checkpoints"), config.num_checkpoints
+        )
         resume_step = self.checkpointer.latest_step()
         # Read the checkpoint before building anything, so a bad one fails fast.
         resume_state = self.checkpointer.load(resume_step) if resume_step is not None else None
@@ -102,7 +104,9 @@ class RLTrainer:
             self._restore(resume_state, self.checkpointer.path(resume_step))
         self.checkpointer.remove_stale_temporaries()
         truncate_progress_log(os.path.join(root_dir, "progress.jsonl"), self.iteration)
-        self.summary = SummaryLogger(root_dir, purge_step=self.iteration + 1 if self.iteration else None)
+        self.summary = SummaryLogger(
+            root_dir, purge_step=self.iteration + 1 if self.iteration else None
+        )
         self._write_config(alf_config.config_str())
 
     # ----------------------------------------------------------------- state
@@ -113,8 +117,9 @@ class RLTrainer:
         self.train_time_s = float(state.get("train_time_s", 0.0))
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
-        logging.info("Resumed from %s (iteration %d, %d env steps)", path, self.iteration,
-                     self.env_steps)
+        logging.info(
+            "Resumed from %s (iteration %d, %d env steps)", path, self.iteration, self.env_steps
+        )
 
     def save_checkpoint(self) -> str:
         """Writes a checkpoint of the current iteration; returns its path."""
@@ -161,13 +166,19 @@ class RLTrainer:
         self.summary.write(
             "eval",
             self.iteration,
-            {"average_return": result.average_return,
-             "average_episode_length": result.average_episode_length},
+            {
+                "average_return": result.average_return,
+                "average_episode_length": result.average_episode_length,
+            },
             {"iteration": self.iteration, "env_steps": self.env_steps},
         )
-        logging.info("Evaluation at iteration %d (%d env steps): average return %.2f over %d "
-                     "episodes", self.iteration, self.env_steps, result.average_return,
-                     len(result.returns))
+        logging.info(
+            "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes",
+            self.iteration,
+            self.env_steps,
+            result.average_return,
+            len(result.returns),
+        )
         return result
 
     def train(self) -> dict[str, Any]:
@@ -217,16 +228,24 @@ class RLTrainer:
                     self.summary.text("config", operative)
                     unused = alf_config.inoperative_bindings()
                     if unused:
-                        logging.warning("These config bindings were never used by the "
-                                        "run: %s", ", ".join(unused))
+                        logging.warning(
+                            "These config bindings were never used by the run: %s",
+                            ", ".join(unused),
+                        )
 
                 if self.iteration % config.summary_interval == 0:
-                    scalars = {**stats, "learning_rate": self.algorithm.learning_rate,
-                               "env_steps_per_second": window_steps / max(window_time, 1e-9),
-                               "clipped_actions": float(getattr(self.env, "num_clipped_actions", 0))}
-                    record = {"iteration": self.iteration, "env_steps": self.env_steps,
-                              "elapsed_s": round(self.train_time_s, 3),
-                              "fps": round(window_steps / max(window_time, 1e-9), 1)}
+                    scalars = {
+                        **stats,
+                        "learning_rate": self.algorithm.learning_rate,
+                        "env_steps_per_second": window_steps / max(window_time, 1e-9),
+                        "clipped_actions": float(getattr(self.env, "num_clipped_actions", 0)),
+                    }
+                    record = {
+                        "iteration": self.iteration,
+                        "env_steps": self.env_steps,
+                        "elapsed_s": round(self.train_time_s, 3),
+                        "fps": round(window_steps / max(window_time, 1e-9), 1),
+                    }
                     if returns or recent_returns:
                         scalars["average_return"] = float(np.mean(recent_returns))
                         scalars["average_episode_length"] = float(np.mean(recent_lengths))
@@ -240,22 +259,28 @@ class RLTrainer:
                 if time.monotonic() - last_print >= config.progress_interval_s:
                     last_print = time.monotonic()
                     self._print_progress(start_steps, start_time, recent_returns)
-            if self._finished() and config.evaluate and (
-                not config.eval_interval or self.iteration % config.eval_interval
+            if (
+                self._finished()
+                and config.evaluate
+                and (not config.eval_interval or self.iteration % config.eval_interval)
             ):
                 self.evaluate()
             if self.iteration:
                 self.save_checkpoint()
         finally:
             self.summary.close()
-        result: dict[str, Any] = {"iteration": self.iteration, "env_steps": self.env_steps,
-                                  "stopped_early": self._stop_requested and not self._finished()}
+        result: dict[str, Any] = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "stopped_early": self._stop_requested and not self._finished(),
+        }
         if self.last_eval is not None:
             result["eval_average_return"] = self.last_eval.average_return
         return result
 
-    def _print_progress(self, start_steps: int, start_time: float,
-                        recent_returns: collections.deque[float]) -> None:
+    def _print_progress(
+        self, start_steps: int, start_time: float, recent_returns: collections.deque[float]
+    ) -> None:
         rate = (self.env_steps - start_steps) / max(time.monotonic() - start_time, 1e-9)
         ret = f"{np.mean(recent_returns):.2f}" if recent_returns else "n/a"
         eta = ""
@@ -265,8 +290,14 @@ class RLTrainer:
         elif self.config.num_iterations > 0 and self.iteration:
             per_iter = (time.monotonic() - start_time) / max(self.iteration, 1)
             eta = f" | ETA {per_iter * (self.config.num_iterations - self.iteration):.0f}s"
-        logging.info("iteration %d | env steps %d | %.0f steps/s | return %s%s",
-                     self.iteration, self.env_steps, rate, ret, eta)
+        logging.info(
+            "iteration %d | env steps %d | %.0f steps/s | return %s%s",
+            self.iteration,
+            self.env_steps,
+            rate,
+            ret,
+            eta,
+        )
 
     def close(self) -> None:
         """Closes the environments."""

@@ -69,7 +69,13 @@ class TrainerConfig:
             raise ValueError(
                 "Set a budget: TrainerConfig.num_iterations or TrainerConfig.num_env_steps"
             )
-        for name in ("unroll_length", "summary_interval", "checkpoint_interval",
-                     "num_checkpoints", "num_eval_episodes", "num_eval_environments"):
+        for name in (
+            "unroll_length",
+            "summary_interval",
+            "checkpoint_interval",
+            "num_checkpoints",
+            "num_eval_episodes",
+            "num_eval_environments",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.distributions as td
 
-__all__ = ["SquashedNormal", "distribution_mode", "diag_normal"]
+__all__ = ["SquashedNormal", "distribution_mode", "diag_normal", "sample"]
 
 
 def diag_normal(loc: torch.Tensor, scale: torch.Tensor) -> td.Independent:
@@ -22,8 +20,9 @@ class SquashedNormal(td.TransformedDistribution):
     closed form), which is the usual choice for an entropy bonus.
     """
 
-    def __init__(self, loc: torch.Tensor, scale: torch.Tensor, low: torch.Tensor,
-                 high: torch.Tensor) -> None:
+    def __init__(
+        self, loc: torch.Tensor, scale: torch.Tensor, low: torch.Tensor, high: torch.Tensor
+    ) -> None:
         self.base_normal = diag_normal(loc, scale)
         transforms = [
             td.TanhTransform(cache_size=1),
@@ -49,4 +48,11 @@ def distribution_mode(dist: td.Distribution) -> torch.Tensor:
     return dist.mode
 
 
-LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+def sample(dist: td.Distribution) -> torch.Tensor:
+    """Draws an action from ``dist``; Categoricals use the Gumbel-max trick, which is much
+    cheaper on CPU than ``torch.multinomial`` for small batches."""
+    if isinstance(dist, td.Categorical):
+        logits = dist.logits
+        uniform = torch.rand_like(logits).clamp_(min=torch.finfo(logits.dtype).tiny)
+        return (logits - torch.log(-torch.log(uniform))).argmax(-1)
+    return dist.sample()

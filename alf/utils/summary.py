@@ -47,7 +47,9 @@ class SummaryLogger:
         }
         self._progress = open(os.path.join(root_dir, "progress.jsonl"), "a")  # noqa: SIM115
 
-    def write(self, group: str, step: int, scalars: dict[str, float], record: dict[str, Any]) -> None:
+    def write(
+        self, group: str, step: int, scalars: dict[str, float], record: dict[str, Any]
+    ) -> None:
         """Writes ``scalars`` under ``group/`` at ``step`` and appends ``record`` plus the
         scalars (named ``group/name``) as one line of ``progress.jsonl``."""
         writer = self._writers[group]

@@ -1,0 +1,74 @@
+"""Learning tests: the example configs reach their scores through the real command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "alf", "examples")
+
+
+def _train(conf: str, root_dir: str, *params: str) -> list[dict]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "alf.bin.train",
+        f"--conf={os.path.join(EXAMPLES, conf)}",
+        f"--root_dir={root_dir}",
+        *(f"--conf_param={p}" for p in params),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(os.path.join(root_dir, "progress.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    return [r for r in records if "eval/average_return" in r]
+
+
+def _play(root_dir: str, episodes: int = 10) -> float:
+    cmd = [
+        sys.executable,
+        "-m",
+        "alf.bin.play",
+        f"--root_dir={root_dir}",
+        f"--num_episodes={episodes}",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("average_return: "), proc.stdout
+    return float(last.split(": ")[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ppo_cart_pole_reaches_475_within_100k_steps(tmp_path, seed):
+    root = str(tmp_path / f"ppo_{seed}")
+    evals = _train("ppo_cart_pole.gin", root, f"TrainerConfig.random_seed={seed}")
+    assert evals[-1]["env_steps"] <= 100_000 + 256
+    solved = [e for e in evals if e["eval/average_return"] >= 475]
+    assert solved, f"seed {seed}: evaluations {[e['eval/average_return'] for e in evals]}"
+    print(
+        f"seed {seed}: first >= 475 at {solved[0]['env_steps']} env steps; "
+        f"final {evals[-1]['eval/average_return']}"
+    )
+    assert evals[-1]["eval/average_return"] >= 475
+    assert _play(root) >= 475
+
+
+@pytest.mark.slow
+def test_a2c_cart_pole_reaches_195(tmp_path):
+    evals = _train("ac_cart_pole.gin", str(tmp_path / "ac"))
+    returns = [e["eval/average_return"] for e in evals]
+    assert max(returns) >= 195, returns
+    assert returns[-1] >= 195, returns
+
+
+@pytest.mark.slow
+def test_ppo_pendulum_beats_minus_400(tmp_path):
+    evals = _train("ppo_pendulum.gin", str(tmp_path / "pendulum"))
+    returns = [e["eval/average_return"] for e in evals]
+    assert returns[-1] > -400, returns
