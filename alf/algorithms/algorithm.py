@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -92,13 +91,18 @@ class Algorithm(nn.Module):
             return {"skipped": 1.0}
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        params = self._optimized_params()
-        max_norm = self._max_grad_norm if self._max_grad_norm is not None else math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+        grads = [p.grad for p in self._optimized_params() if p.grad is not None]
+        # One norm over the concatenated gradient: much cheaper than per-tensor norms
+        # for the many small tensors of RL networks.
+        if not grads:
+            raise RuntimeError("The loss does not depend on any optimized parameter")
+        grad_norm = torch.cat([g.reshape(-1) for g in grads]).norm()
         if not torch.isfinite(grad_norm):
             optimizer.zero_grad(set_to_none=True)
             self.num_skipped_updates += 1
             return {"skipped": 1.0}
+        if self._max_grad_norm is not None and grad_norm > self._max_grad_norm:
+            torch._foreach_mul_(grads, self._max_grad_norm / (float(grad_norm) + 1e-6))
         optimizer.step()
         return {"grad_norm": grad_norm.detach()}
 
