@@ -8,9 +8,12 @@ reported by :func:`inoperative_bindings`.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import IO
 
 import gin
 from gin import config as _gin_config
@@ -44,9 +47,48 @@ def _resolve_include(name: str, including_dir: str) -> str | None:
     return None
 
 
-def _include_dirs(conf_file: str) -> list[str]:
-    """Directories of ``conf_file`` and everything it includes, in discovery order."""
-    dirs: list[str] = []
+class _IncludeReader:
+    """A gin file reader that resolves a relative path against the directory of the file
+    that includes it, then against ``alf/examples/`` (gin alone only knows global search
+    paths, so a same-named file elsewhere could shadow the intended one)."""
+
+    def __init__(self) -> None:
+        self._including_dirs: list[str] = []
+
+    def resolve(self, path: str) -> str | None:
+        if os.path.isabs(path):
+            return path if os.path.isfile(path) else None
+        base = self._including_dirs[-1] if self._including_dirs else os.getcwd()
+        return _resolve_include(path, base)
+
+    def exists(self, path: str) -> bool:
+        return self.resolve(path) is not None
+
+    @contextlib.contextmanager
+    def open(self, path: str) -> Iterator[IO[str]]:
+        resolved = self.resolve(path)
+        if resolved is None:
+            raise OSError(f"Config file not found: '{path}'")
+        self._including_dirs.append(os.path.dirname(resolved))
+        try:
+            with open(resolved) as f:
+                yield f
+        finally:
+            self._including_dirs.pop()
+
+
+_INCLUDE_READER = _IncludeReader()
+
+
+def _install_include_reader() -> None:
+    readers = _gin_config._FILE_READERS
+    if not readers or readers[0][0] != _INCLUDE_READER.open:
+        readers.insert(0, (_INCLUDE_READER.open, _INCLUDE_READER.exists))
+    _gin_config._LOCATION_PREFIXES[:] = [""]
+
+
+def _check_includes(conf_file: str) -> None:
+    """Raises a clear :class:`ConfigError` for an include that cannot be resolved."""
     seen: set[str] = set()
     pending = [os.path.abspath(conf_file)]
     while pending:
@@ -55,8 +97,6 @@ def _include_dirs(conf_file: str) -> list[str]:
             continue
         seen.add(path)
         here = os.path.dirname(path)
-        if here not in dirs:
-            dirs.append(here)
         with open(path) as f:
             for lineno, line in enumerate(f, 1):
                 match = _INCLUDE_RE.match(line)
@@ -69,7 +109,6 @@ def _include_dirs(conf_file: str) -> list[str]:
                         f"found neither next to the including file nor in {EXAMPLES_DIR}."
                     )
                 pending.append(resolved)
-    return dirs
 
 
 def import_all_configurables() -> None:
@@ -94,20 +133,60 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
     """
     import_all_configurables()
     gin.clear_config()
-    _gin_config._LOCATION_PREFIXES[:] = [""]
+    _install_include_reader()
     files = []
     if conf_file is not None:
         if not os.path.isfile(conf_file):
             raise ConfigError(f"Config file not found: '{conf_file}'")
-        for directory in _include_dirs(conf_file) + [EXAMPLES_DIR]:
-            if directory not in _gin_config._LOCATION_PREFIXES:
-                _gin_config._LOCATION_PREFIXES.append(directory)
-        files = [conf_file]
+        _check_includes(conf_file)
+        files = [os.path.abspath(conf_file)]
     try:
         gin.parse_config_files_and_bindings(files, list(conf_params))
     except (ValueError, SyntaxError, OSError, TypeError) as err:
         source = f"config file '{conf_file}'" if conf_file else "--conf_param"
         raise ConfigError(f"Invalid configuration ({source}): {err}") from err
+    _check_parameter_names()
+
+
+def _accepted_parameters(cls: type) -> set[str] | None:
+    """Named ``__init__`` parameters of ``cls`` and of the bases its ``**kwargs`` reach;
+    None when some ``__init__`` on the way accepts arbitrary names we cannot list."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        init = inspect.unwrap(init)
+        params = inspect.signature(init).parameters.values()
+        names |= {
+            p.name
+            for p in params
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"
+        }
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            return names
+        if klass is object:
+            return None
+    return None
+
+
+def _check_parameter_names() -> None:
+    """Gin accepts any parameter name for a constructor taking ``**kwargs``; ALF's
+    algorithms pass those on to their base classes, so a typo would only fail later with
+    no hint of the config. Check every binding against the whole chain of constructors."""
+    for (_, selector), params in _gin_config._CONFIG.items():
+        match = _gin_config._REGISTRY.get_match(selector)
+        if match is None or not inspect.isclass(match.wrapped):
+            continue
+        accepted = _accepted_parameters(match.wrapped)
+        if accepted is None:
+            continue
+        for param in params:
+            if param not in accepted:
+                raise ConfigError(
+                    f"Invalid configuration: configurable '{match.name}' doesn't have a "
+                    f"parameter named '{param}' (it accepts: {', '.join(sorted(accepted))})"
+                )
 
 
 def load_config_text(text: str) -> None:

@@ -6,6 +6,8 @@ environment step is ``[B, ...]``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import torch
@@ -116,4 +118,4 @@ class LossInfo(NamedTuple):
     """
 
     loss: torch.Tensor
-    extra: dict[str, torch.Tensor] = {}
+    extra: Mapping[str, torch.Tensor] = MappingProxyType({})

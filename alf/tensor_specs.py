@@ -93,7 +93,13 @@ def from_gym_space(space: gym.Space) -> nest.Nest:
         TypeError: for a space type ALF cannot represent.
     """
     if isinstance(space, gym.spaces.Box):
-        dtype = _NP_TO_TORCH.get(np.dtype(space.dtype), torch.float32)
+        np_dtype = np.dtype(space.dtype)
+        if np_dtype in _NP_TO_TORCH:
+            dtype = _NP_TO_TORCH[np_dtype]
+        elif np.issubdtype(np_dtype, np.integer):
+            dtype = torch.int64
+        else:
+            dtype = torch.float32
         return BoundedTensorSpec(
             shape=tuple(space.shape),
             dtype=dtype,

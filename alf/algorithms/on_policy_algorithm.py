@@ -44,6 +44,9 @@ class OnPolicyAlgorithm(RLAlgorithm):
         exp = self.preprocess_experience(exp)
         flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[valid], exp)
         num_steps = int(valid.sum())
+        if num_steps == 0:  # e.g. unroll_length 1 and every environment just ended
+            self.after_train_iter()
+            return summarize_updates([], 0)
         batch = min(self.mini_batch_size or num_steps, num_steps)
         stats: list[dict[str, torch.Tensor]] = []
         num_skipped = 0

@@ -26,7 +26,8 @@ class GymnasiumEnvironment(AlfEnvironment):
 
     Terminated episodes end with discount 0, truncated ones with discount 1. Continuous
     actions outside the action space are clipped to it and counted in
-    :attr:`num_clipped_actions`; discrete actions outside it raise ``ValueError``.
+    :attr:`num_clipped_actions` (``prev_action`` is the clipped action the environment
+    applied); discrete actions outside it raise ``ValueError``.
 
     Args:
         vector_env: the Gymnasium vector environment (NEXT_STEP autoreset).
@@ -84,40 +85,45 @@ class GymnasiumEnvironment(AlfEnvironment):
             env_id=self._env_id,
         )
 
-    def _action_to_numpy(self, action: Any) -> Any:
-        def convert(a: torch.Tensor, spec: BoundedTensorSpec) -> np.ndarray:
-            a = a.detach()
-            if spec.is_discrete:
-                if bool(((a < spec.minimum) | (a > spec.maximum)).any()):
-                    raise ValueError(
-                        f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
-                    )
-                return a.cpu().numpy()
+    def _action_to_numpy(self, action: Any) -> tuple[Any, Any]:
+        """The action as numpy for the vector env, and as applied (clipped) tensors."""
+        ignored = torch.from_numpy(self._first_next)  # envs about to reset ignore actions
+
+        def convert(a: torch.Tensor, spec: BoundedTensorSpec) -> torch.Tensor:
+            a = a.detach().cpu()
             low = torch.as_tensor(spec.minimum, dtype=a.dtype)
             high = torch.as_tensor(spec.maximum, dtype=a.dtype)
             outside = (a < low) | (a > high)
+            if spec.is_discrete:
+                if bool(outside.any()):
+                    raise ValueError(
+                        f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
+                    )
+                return a
+            outside = outside.reshape(len(a), -1).any(1) & ~ignored
             if bool(outside.any()):
-                self.num_clipped_actions += int(outside.reshape(len(a), -1).any(1).sum())
+                self.num_clipped_actions += int(outside.sum())
                 a = torch.maximum(torch.minimum(a, high), low)
-            return a.cpu().numpy()
+            return a
 
         pairs = zip(nest.flatten(action), self._action_specs, strict=True)
-        leaves = [convert(a, s) for a, s in pairs]
-        return nest.pack_sequence_as(self._action_spec, leaves)
+        applied = nest.pack_sequence_as(self._action_spec, [convert(a, s) for a, s in pairs])
+        return nest.map_structure(lambda a: a.numpy(), applied), applied
 
     def step(self, action: Any) -> TimeStep:
-        obs, reward, terminated, truncated, _ = self._env.step(self._action_to_numpy(action))
+        np_action, applied = self._action_to_numpy(action)
+        obs, reward, terminated, truncated, _ = self._env.step(np_action)
         first = self._first_next.copy()
         last = np.logical_or(terminated, truncated) & ~first
         step_type = np.where(first, StepType.FIRST, np.where(last, StepType.LAST, StepType.MID))
         discount = np.where(terminated & ~first, 0.0, 1.0)
         reward = np.where(first, 0.0, reward)
         self._first_next = last
-        prev_action = action
+        prev_action = applied
         if first.any():
             keep = torch.from_numpy(~first)
             prev_action = nest.map_structure(
-                lambda a: a * keep.reshape(-1, *([1] * (a.dim() - 1))).to(a.dtype), action
+                lambda a: a * keep.reshape(-1, *([1] * (a.dim() - 1))).to(a.dtype), applied
             )
         return TimeStep(
             step_type=torch.from_numpy(step_type.astype(np.int32)),

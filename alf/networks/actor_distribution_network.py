@@ -65,7 +65,11 @@ class ActorDistributionNetwork(nn.Module):
         if self._discrete:
             if action_spec.shape != ():
                 raise ValueError(f"Only scalar discrete actions are supported, got {action_spec}")
-            self._offset = int(action_spec.minimum)
+            if int(action_spec.minimum) != 0:
+                raise ValueError(
+                    f"Discrete actions must start at 0 (Gymnasium Discrete(n, start=0)), "
+                    f"got {action_spec}"
+                )
             self.logits = orthogonal_init(nn.Linear(size, action_spec.num_actions), 0.01)
             return
         self._action_shape = action_spec.shape
@@ -81,20 +85,24 @@ class ActorDistributionNetwork(nn.Module):
         else:
             self.std_param = nn.Parameter(torch.full((dim,), std_bias))
         self._squash = squash
-        self.register_buffer("_low", torch.as_tensor(action_spec.minimum, dtype=torch.float32))
-        self.register_buffer("_high", torch.as_tensor(action_spec.maximum, dtype=torch.float32))
+        bounds = [
+            torch.as_tensor(b, dtype=torch.float32).expand(action_spec.shape).clone()
+            for b in (action_spec.minimum, action_spec.maximum)
+        ]
+        self.register_buffer("_low", bounds[0])
+        self.register_buffer("_high", bounds[1])
 
     def forward(self, observation: Any) -> td.Distribution:
         """A distribution over ``[B, *action_shape]`` actions."""
         hidden = self.encoder(observation)
         if self._discrete:
-            logits = self.logits(hidden)
-            if self._offset:
-                raise NotImplementedError("Discrete action spaces must start at 0")
-            return td.Categorical(logits=logits, validate_args=False)
+            return td.Categorical(logits=self.logits(hidden), validate_args=False)
         mean = self.mean(hidden)
         raw_std = self.std(hidden) if self._state_dependent_std else self.std_param.expand_as(mean)
         std = F.softplus(raw_std) + self._min_std
+        shape = (mean.shape[0], *self._action_shape)
+        mean, std = mean.reshape(shape), std.reshape(shape)
+        event_dims = len(self._action_shape)
         if self._squash:
-            return SquashedNormal(mean, std, self._low.flatten(), self._high.flatten())
-        return diag_normal(mean, std)
+            return SquashedNormal(mean, std, self._low, self._high, event_dims)
+        return diag_normal(mean, std, event_dims)

@@ -14,6 +14,7 @@ from alf.config import configurable
 
 __all__ = ["EncodingNetwork", "Tanh", "flat_input_size", "make_activation"]
 
+
 class _NumpyTanh(torch.autograd.Function):
     """tanh whose forward runs numpy's vectorised kernel (CPU float32)."""
 

@@ -31,6 +31,8 @@ class Checkpointer:
     """
 
     def __init__(self, directory: str, num_to_keep: int = 3) -> None:
+        if num_to_keep < 1:
+            raise ValueError(f"num_to_keep must be >= 1, got {num_to_keep}")
         self.directory = directory
         self.num_to_keep = num_to_keep
 

@@ -45,6 +45,8 @@ class Evaluator:
     """
 
     def __init__(self, *, env: AlfEnvironment, algorithm: RLAlgorithm, num_episodes: int) -> None:
+        if num_episodes < 1:
+            raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
         self.env = env
         self.algorithm = algorithm
         self.num_episodes = num_episodes

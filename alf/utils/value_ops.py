@@ -50,4 +50,5 @@ def generalized_advantage_estimation(
     for t in range(deltas.shape[0] - 1, -1, -1):
         acc = deltas[t] + carry[t] * acc
         advantages[t] = acc
+    advantages = advantages * valid
     return advantages, advantages + values[:-1] * valid

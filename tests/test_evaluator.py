@@ -1,0 +1,180 @@
+"""Tests of alf.trainers.Evaluator."""
+
+import functools
+
+import gin
+import pytest
+import torch
+
+from alf.algorithms import PPOAlgorithm
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import AlgStep, StepType, TimeStep
+from alf.environments import AlfEnvironment, create_environment
+from alf.networks import ActorDistributionNetwork, ValueNetwork
+from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.trainers import EvalResult, Evaluator
+
+
+@pytest.fixture(autouse=True)
+def _no_gin_bindings():
+    """Configurables built here must see their defaults, not another test's config."""
+    gin.clear_config()
+    yield
+    gin.clear_config()
+
+
+class _Recorder(AlfEnvironment):
+    """Delegates to ``env`` and records, per environment, the length of every episode."""
+
+    def __init__(self, env):
+        self.env = env
+        self.episode_lengths = [[] for _ in range(env.batch_size)]
+        self._t = [0] * env.batch_size
+
+    @property
+    def batch_size(self):
+        return self.env.batch_size
+
+    def observation_spec(self):
+        return self.env.observation_spec()
+
+    def action_spec(self):
+        return self.env.action_spec()
+
+    def _record(self, ts):
+        for i, step_type in enumerate(ts.step_type.tolist()):
+            self._t[i] = 0 if step_type == StepType.FIRST else self._t[i] + 1
+            if step_type == StepType.LAST:
+                self.episode_lengths[i].append(self._t[i])
+        return ts
+
+    def reset(self):
+        return self._record(self.env.reset())
+
+    def step(self, action):
+        return self._record(self.env.step(action))
+
+    def close(self):
+        self.env.close()
+
+
+def _ppo(env):
+    torch.manual_seed(0)
+    return PPOAlgorithm(
+        observation_spec=env.observation_spec(),
+        action_spec=env.action_spec(),
+        actor_network_ctor=functools.partial(ActorDistributionNetwork, fc_layer_params=(8,)),
+        value_network_ctor=functools.partial(ValueNetwork, fc_layer_params=(8,)),
+    )
+
+
+@pytest.mark.parametrize("num_envs,num_episodes", [(2, 5), (3, 3), (4, 2)])
+def test_untrained_ppo_on_cart_pole_plays_exactly_num_episodes(num_envs, num_episodes):
+    env = _Recorder(create_environment("CartPole-v1", num_envs, seed=3))
+    algorithm = _ppo(env)
+    try:
+        result = Evaluator(env=env, algorithm=algorithm, num_episodes=num_episodes).evaluate()
+    finally:
+        env.close()
+    assert isinstance(result, EvalResult)
+    assert len(result.returns) == len(result.lengths) == num_episodes
+    # CartPole pays 1 per step, so each return is its episode's length.
+    assert result.returns == [float(n) for n in result.lengths]
+    assert result.average_return == pytest.approx(sum(result.returns) / num_episodes)
+    assert result.average_episode_length == pytest.approx(sum(result.lengths) / num_episodes)
+    # Environment i contributes its first quota_i episodes, quota = 5 -> [3, 2] etc.
+    quota = [num_episodes // num_envs + (i < num_episodes % num_envs) for i in range(num_envs)]
+    expected = sorted(n for i in range(num_envs) for n in env.episode_lengths[i][: quota[i]])
+    assert sorted(result.lengths) == expected
+    assert all(len(env.episode_lengths[i]) >= quota[i] for i in range(num_envs))
+
+
+class _FixedLengthEnv(AlfEnvironment):
+    """Environment i's episodes last ``lengths[i]`` steps, with reward i + 1 per step."""
+
+    def __init__(self, lengths):
+        self._lengths = torch.tensor(lengths)
+        self._t = torch.zeros(len(lengths), dtype=torch.int64)
+
+    @property
+    def batch_size(self):
+        return len(self._lengths)
+
+    def observation_spec(self):
+        return TensorSpec((1,))
+
+    def action_spec(self):
+        return BoundedTensorSpec((), torch.int64, 0, 1)
+
+    def _ts(self, step_type, reward):
+        n = self.batch_size
+        return TimeStep(
+            step_type=step_type.to(torch.int32),
+            reward=reward,
+            discount=torch.ones(n),
+            observation=self._t.float().unsqueeze(1),
+            prev_action=torch.zeros(n, dtype=torch.int64),
+            env_id=torch.arange(n),
+        )
+
+    def reset(self):
+        self._t.zero_()
+        return self._ts(
+            torch.full((self.batch_size,), StepType.FIRST), torch.zeros(self.batch_size)
+        )
+
+    def step(self, action):
+        restart = self._t >= self._lengths
+        self._t = torch.where(restart, 0, self._t + 1)
+        step_type = torch.where(
+            restart,
+            StepType.FIRST,
+            torch.where(self._t >= self._lengths, StepType.LAST, StepType.MID),
+        )
+        reward = torch.where(restart, 0.0, torch.arange(1.0, self.batch_size + 1))
+        return self._ts(step_type, reward)
+
+
+class _PredictOnly(RLAlgorithm):
+    def __init__(self):
+        super().__init__(observation_spec=TensorSpec((1,)), action_spec=None)
+        self.calls = 0
+
+    def predict_step(self, time_step, state):
+        assert not self.training
+        self.calls += 1
+        return AlgStep(output=torch.zeros(time_step.step_type.shape[0], dtype=torch.int64))
+
+    def rollout_step(self, time_step, state):
+        raise AssertionError("evaluation must use predict_step")
+
+
+def test_short_episodes_are_not_over_represented():
+    env = _FixedLengthEnv([2, 5])
+    algorithm = _PredictOnly()
+    result = Evaluator(env=env, algorithm=algorithm, num_episodes=5).evaluate()
+    # Env 0 finishes 3 episodes of length 2 before env 1 finishes its second, but only
+    # its quota of 3 counts: 3 x (length 2, return 2) + 2 x (length 5, return 10).
+    assert sorted(result.lengths) == [2, 2, 2, 5, 5]
+    assert sorted(result.returns) == [2.0, 2.0, 2.0, 10.0, 10.0]
+    assert result.average_return == pytest.approx(26 / 5)
+    assert algorithm.training  # restored after evaluation
+    # Env 1 needs 5 steps, a reset step and 5 more steps: evaluation stops right then.
+    assert algorithm.calls == 11
+
+
+def test_evaluation_can_be_repeated():
+    env = _FixedLengthEnv([3, 3, 3])
+    evaluator = Evaluator(env=env, algorithm=_PredictOnly(), num_episodes=4)
+    first = evaluator.evaluate()
+    second = evaluator.evaluate()
+    assert first.lengths == second.lengths == [3, 3, 3, 3]
+
+
+def test_no_finished_episode_raises():
+    env = _FixedLengthEnv([50])
+    algorithm = _PredictOnly()
+    algorithm.eval()
+    with pytest.raises(RuntimeError, match="No evaluation episode"):
+        Evaluator(env=env, algorithm=algorithm, num_episodes=1).evaluate(max_steps=10)
+    assert not algorithm.training  # the mode before evaluation is restored
