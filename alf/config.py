@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import os
 import re
+import tokenize
 from collections.abc import Iterator, Sequence
 from typing import IO
 
@@ -33,6 +34,9 @@ configurable = gin.configurable
 """Registers a class or function with gin (``alf.config.configurable``)."""
 
 _INCLUDE_RE = re.compile(r"""^\s*include\s+['"](.+?)['"]""")
+
+
+_GIN_ERRORS = (ValueError, SyntaxError, OSError, TypeError, tokenize.TokenError)
 
 
 class ConfigError(Exception):
@@ -134,17 +138,18 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
     import_all_configurables()
     gin.clear_config()
     _install_include_reader()
-    files = []
     if conf_file is not None:
         if not os.path.isfile(conf_file):
             raise ConfigError(f"Config file not found: '{conf_file}'")
         _check_includes(conf_file)
-        files = [os.path.abspath(conf_file)]
+        try:
+            gin.parse_config_file(os.path.abspath(conf_file))
+        except _GIN_ERRORS as err:
+            raise ConfigError(f"Invalid configuration (config file '{conf_file}'): {err}") from err
     try:
-        gin.parse_config_files_and_bindings(files, list(conf_params))
-    except (ValueError, SyntaxError, OSError, TypeError) as err:
-        source = f"config file '{conf_file}'" if conf_file else "--conf_param"
-        raise ConfigError(f"Invalid configuration ({source}): {err}") from err
+        gin.parse_config(list(conf_params))
+    except _GIN_ERRORS as err:
+        raise ConfigError(f"Invalid configuration (--conf_param): {err}") from err
     _check_parameter_names()
 
 
@@ -195,7 +200,7 @@ def load_config_text(text: str) -> None:
     gin.clear_config()
     try:
         gin.parse_config(text)
-    except (ValueError, SyntaxError) as err:
+    except _GIN_ERRORS as err:
         raise ConfigError(f"Invalid saved configuration: {err}") from err
 
 

@@ -39,6 +39,7 @@ def main(argv: list[str]) -> None:
     from alf.environments import create_environment
     from alf.trainers import Checkpointer, CheckpointError, TrainerConfig, build_algorithm
     from alf.trainers.evaluator import Evaluator
+    from alf.trainers.rl_trainer import CHECKPOINT_KEYS
 
     if not FLAGS.root_dir:
         _fail("--root_dir is required")
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> None:
             gin.parse_config(FLAGS.conf_param)
         config = TrainerConfig()
         checkpointer = Checkpointer(os.path.join(root_dir, "checkpoints"))
-        state = checkpointer.load(FLAGS.checkpoint_step)
+        state = checkpointer.load(FLAGS.checkpoint_step, CHECKPOINT_KEYS)
     except (alf_config.ConfigError, CheckpointError, ValueError) as err:
         _fail(str(err))
     if config.torch_num_threads:

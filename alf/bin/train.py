@@ -44,15 +44,10 @@ def main(argv: list[str]) -> None:
     if not FLAGS.conf and not FLAGS.conf_param:
         _fail("--conf is required (or bindings through --conf_param)", EXIT_USER_ERROR)
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
-    try:
-        alf_config.load_config(FLAGS.conf, FLAGS.conf_param)
-        trainer = RLTrainer(config=TrainerConfig(), root_dir=root_dir)
-    except (alf_config.ConfigError, UnknownEnvironmentError, CheckpointError) as err:
-        _fail(str(err), EXIT_USER_ERROR)
-    except (ValueError, TypeError) as err:
-        _fail(f"invalid configuration: {err}", EXIT_USER_ERROR)
-
+    # Signals are caught from the start: one that arrives while the trainer is being
+    # built stops the run as soon as it can (after checkpointing, if anything trained).
     interrupts = 0
+    trainer = None
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         nonlocal interrupts
@@ -63,10 +58,21 @@ def main(argv: list[str]) -> None:
             "Received %s: checkpointing and exiting after this iteration",
             signal.Signals(signum).name,
         )
-        trainer.request_stop()
+        if trainer is not None:
+            trainer.request_stop()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    try:
+        alf_config.load_config(FLAGS.conf, FLAGS.conf_param)
+        trainer = RLTrainer(config=TrainerConfig(), root_dir=root_dir)
+    except (alf_config.ConfigError, UnknownEnvironmentError, CheckpointError) as err:
+        _fail(str(err), EXIT_USER_ERROR)
+    except (ValueError, TypeError) as err:
+        _fail(f"invalid configuration: {err}", EXIT_USER_ERROR)
+
+    if interrupts:
+        trainer.request_stop()
     try:
         result = trainer.train()
     except TrainingDivergedError as err:
@@ -77,7 +83,11 @@ def main(argv: list[str]) -> None:
     if "eval_average_return" in result:
         summary += f"; evaluation average return {result['eval_average_return']:.2f}"
     if result["stopped_early"]:
-        summary = f"Stopped by signal at iteration {result['iteration']}; checkpoint written"
+        summary = (
+            f"Stopped by signal at iteration {result['iteration']}; checkpoint written"
+            if result["iteration"]
+            else "Stopped by signal before the first iteration; nothing to checkpoint"
+        )
     logging.info("%s", summary)
     print(summary, flush=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from typing import Any
 
 import torch
@@ -71,11 +72,16 @@ class Checkpointer:
                 os.remove(self.path(old))
         return final
 
-    def load(self, step: int | None = None) -> dict[str, Any]:
+    def load(self, step: int | None = None, required_keys: Collection[str] = ()) -> dict[str, Any]:
         """Loads the checkpoint of ``step`` (default: the newest).
 
+        Args:
+            step: the iteration of the checkpoint, None for the newest.
+            required_keys: top-level keys the checkpoint must have.
+
         Raises:
-            CheckpointError: there is no such checkpoint, or it cannot be read.
+            CheckpointError: there is no such checkpoint, it cannot be read, or it lacks
+                one of ``required_keys``.
         """
         if step is None:
             step = self.latest_step()
@@ -88,13 +94,24 @@ class Checkpointer:
                 f"(available: {self.steps() or 'none'})"
             )
         try:
-            return torch.load(path, map_location="cpu", weights_only=True)
+            state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # noqa: BLE001 - any unpickling failure means corrupt
+            # Only the first line: torch's full text may suggest weights_only=False,
+            # which is unsafe for a file of unknown origin.
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
             raise CheckpointError(
-                f"Checkpoint '{path}' cannot be read ({type(err).__name__}: {err}). It is "
-                "corrupt or was not written by ALF; it has been left in place. Move it "
+                f"Checkpoint '{path}' cannot be read ({type(err).__name__}: {reason}). It "
+                "is corrupt or was not written by ALF; it has been left in place. Move it "
                 "away to resume from an older checkpoint."
             ) from err
+        keys = set(state) if isinstance(state, dict) else set()
+        missing = sorted(set(required_keys) - keys)
+        if missing:
+            raise CheckpointError(
+                f"Checkpoint '{path}' is not an ALF checkpoint (missing {', '.join(missing)}); "
+                "it has been left in place."
+            )
+        return state
 
     def remove_stale_temporaries(self) -> None:
         """Deletes temporary files left by a process killed while writing."""

@@ -20,7 +20,16 @@ from alf.trainers.trainer_config import TrainerConfig
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.summary import SummaryLogger, truncate_progress_log
 
-__all__ = ["RLTrainer", "TrainingDivergedError", "build_algorithm", "EVAL_SEED_OFFSET"]
+__all__ = [
+    "CHECKPOINT_KEYS",
+    "RLTrainer",
+    "TrainingDivergedError",
+    "build_algorithm",
+    "EVAL_SEED_OFFSET",
+]
+
+CHECKPOINT_KEYS = ("iteration", "env_steps", "algorithm")
+"""Top-level keys of every checkpoint the trainer writes."""
 
 EVAL_SEED_OFFSET = 1_000_003
 """Evaluation environments are seeded from ``random_seed + EVAL_SEED_OFFSET``."""
@@ -75,7 +84,9 @@ class RLTrainer:
         )
         resume_step = self.checkpointer.latest_step()
         # Read the checkpoint before building anything, so a bad one fails fast.
-        resume_state = self.checkpointer.load(resume_step) if resume_step is not None else None
+        resume_state = None
+        if resume_step is not None:
+            resume_state = self.checkpointer.load(resume_step, CHECKPOINT_KEYS)
 
         if config.torch_num_threads:
             torch.set_num_threads(config.torch_num_threads)
