@@ -144,6 +144,8 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
         _check_includes(conf_file)
         try:
             gin.parse_config_file(os.path.abspath(conf_file))
+        except ImportError as err:
+            raise ConfigError(_import_hint(conf_file, err)) from err
         except _GIN_ERRORS as err:
             raise ConfigError(f"Invalid configuration (config file '{conf_file}'): {err}") from err
     try:
@@ -151,6 +153,14 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
     except _GIN_ERRORS as err:
         raise ConfigError(f"Invalid configuration (--conf_param): {err}") from err
     _check_parameter_names()
+
+
+def _import_hint(source: str, err: ImportError) -> str:
+    return (
+        f"Config '{source}' imports a module that cannot be imported ({err}). Make sure "
+        "the module is on PYTHONPATH (e.g. run from its directory with python -m, or "
+        "export PYTHONPATH=/path/to/dir)."
+    )
 
 
 def _accepted_parameters(cls: type) -> set[str] | None:
@@ -200,6 +210,8 @@ def load_config_text(text: str) -> None:
     gin.clear_config()
     try:
         gin.parse_config(text)
+    except ImportError as err:
+        raise ConfigError(_import_hint("the saved config.gin", err)) from err
     except _GIN_ERRORS as err:
         raise ConfigError(f"Invalid saved configuration: {err}") from err
 

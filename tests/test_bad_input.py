@@ -106,6 +106,12 @@ def _include_example(case: Case, tmp: Path) -> None:
     case.cmd = train_cmd(case.root, conf=case.info["conf"])
 
 
+def _missing_user_module(case: Case, tmp: Path) -> None:
+    case.info["conf"] = tmp / "user.gin"
+    case.info["conf"].write_text(f'import no_such_user_module_xyz\ninclude "{CONF}"\n')
+    case.cmd = train_cmd(case.root, conf=case.info["conf"])
+
+
 CASES: dict[str, Callable[[Case, Path], None]] = {
     "missing_conf": _missing_conf,
     "unknown_configurable": _unknown_configurable,
@@ -117,6 +123,7 @@ CASES: dict[str, Callable[[Case, Path], None]] = {
     "non_alf_checkpoint": _non_alf_checkpoint,
     "conf_syntax_error": _conf_syntax_error,
     "include_example": _include_example,
+    "missing_user_module": _missing_user_module,
 }
 
 
@@ -212,3 +219,9 @@ def test_bad_conf_param_is_not_blamed_on_the_conf_file(cases):
     case = cases["unknown_configurable"]
     stderr = assert_clean_user_error(case.result, TRAIN, "NoSuchConfigurable", "--conf_param")
     assert f"config file '{CONF}'" not in stderr
+
+
+def test_conf_importing_a_missing_module_is_a_clean_error(cases):
+    case = cases["missing_user_module"]
+    assert_clean_user_error(case.result, TRAIN, "no_such_user_module_xyz", "PYTHONPATH")
+    case.assert_untouched()

@@ -18,7 +18,8 @@ class OnPolicyAlgorithm(RLAlgorithm):
     """Trains on every unrolled trajectory: ``num_epochs`` passes of shuffled mini-batches.
 
     :meth:`train_from_unroll` calls :meth:`preprocess_experience` on the ``[T+1, B]``
-    trajectory, which must return a ``[T, B]`` one (the last row only bootstraps). Steps
+    trajectory (without autograd), which must return a ``[T, B]`` one (the last row only
+    bootstraps). Steps
     whose action the environment ignored (LAST steps: the next step is a reset) are
     dropped, so losses are plain means. Then, for each epoch, the remaining steps are
     split into shuffled mini-batches of ``mini_batch_size`` and each gets ``train_step`` +
@@ -41,7 +42,8 @@ class OnPolicyAlgorithm(RLAlgorithm):
 
     def train_from_unroll(self, exp: Experience) -> dict[str, float]:
         valid = valid_mask(exp.step_type).reshape(-1).bool()
-        exp = self.preprocess_experience(exp)
+        with torch.no_grad():
+            exp = self.preprocess_experience(exp)
         flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[valid], exp)
         num_steps = int(valid.sum())
         if num_steps == 0:  # e.g. unroll_length 1 and every environment just ended

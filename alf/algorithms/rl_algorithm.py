@@ -76,7 +76,13 @@ class RLAlgorithm(Algorithm):
         raise NotImplementedError
 
     def preprocess_experience(self, exp: Experience) -> Experience:
-        """Transforms a ``[T+1, B]`` trajectory before training (identity by default)."""
+        """Transforms a ``[T+1, B]`` trajectory before training (identity by default).
+
+        On-policy algorithms return the ``[T, B]`` trajectory with targets (e.g. GAE
+        advantages) added to ``rollout_info``; it runs without autograd. Rows whose step
+        is LAST are still present here and are dropped afterwards by
+        :class:`~alf.algorithms.on_policy_algorithm.OnPolicyAlgorithm`.
+        """
         return exp
 
     def after_update(self) -> None:  # noqa: B027 - optional hook

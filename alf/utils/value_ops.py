@@ -1,4 +1,4 @@
-"""Value targets over time-major trajectories: discounted returns and GAE.
+"""Value targets over time-major trajectories: GAE advantages and lambda-returns.
 
 A trajectory of ``T + 1`` rows holds time steps ``0..T``: row ``t`` carries the reward
 and discount of *arriving* at step ``t``, and the value of its observation. Targets are
