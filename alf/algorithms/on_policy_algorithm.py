@@ -53,10 +53,13 @@ class OnPolicyAlgorithm(RLAlgorithm):
         stats: list[dict[str, torch.Tensor]] = []
         num_skipped = 0
         for _ in range(self.num_epochs):
-            order = torch.randperm(num_steps)
+            # With one mini-batch of everything, order does not matter: skip the shuffle.
+            order = torch.randperm(num_steps) if batch < num_steps else None
             for start in range(0, num_steps - batch + 1, batch):
-                index = order[start : start + batch]
-                mini = nest.map_structure(lambda x, i=index: x[i], flat)
+                mini = flat
+                if order is not None:
+                    index = order[start : start + batch]
+                    mini = nest.map_structure(lambda x, i=index: x[i], flat)
                 step = self.train_step(mini, (), mini.rollout_info)
                 loss_info = self.calc_loss(step.info)
                 update = self.update_with_gradient(loss_info)

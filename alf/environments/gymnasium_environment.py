@@ -11,7 +11,7 @@ import torch
 from alf import nest
 from alf.data_structures import StepType, TimeStep
 from alf.environments.alf_environment import AlfEnvironment
-from alf.tensor_specs import BoundedTensorSpec, from_gym_space
+from alf.tensor_specs import from_gym_space
 
 __all__ = ["GymnasiumEnvironment"]
 
@@ -44,6 +44,9 @@ class GymnasiumEnvironment(AlfEnvironment):
         self._observation_spec = from_gym_space(vector_env.single_observation_space)
         self._action_spec = from_gym_space(vector_env.single_action_space)
         self._action_specs = nest.flatten(self._action_spec)
+        self._action_bounds = [
+            (np.asarray(spec.minimum), np.asarray(spec.maximum)) for spec in self._action_specs
+        ]
         self._env_id = torch.arange(self._num_envs, dtype=torch.int64)
         self._first_next = np.ones(self._num_envs, dtype=bool)
         self._zero_action = nest.map_structure(
@@ -87,28 +90,26 @@ class GymnasiumEnvironment(AlfEnvironment):
 
     def _action_to_numpy(self, action: Any) -> tuple[Any, Any]:
         """The action as numpy for the vector env, and as applied (clipped) tensors."""
-        ignored = torch.from_numpy(self._first_next)  # envs about to reset ignore actions
-
-        def convert(a: torch.Tensor, spec: BoundedTensorSpec) -> torch.Tensor:
-            a = a.detach().cpu()
-            low = torch.as_tensor(spec.minimum, dtype=a.dtype)
-            high = torch.as_tensor(spec.maximum, dtype=a.dtype)
+        arrays = []
+        for a, spec, (low, high) in zip(
+            nest.flatten(action), self._action_specs, self._action_bounds, strict=True
+        ):
+            a = a.detach().cpu().numpy()
             outside = (a < low) | (a > high)
             if spec.is_discrete:
-                if bool(outside.any()):
+                if outside.any():
                     raise ValueError(
                         f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
                     )
-                return a
-            outside = outside.reshape(len(a), -1).any(1) & ~ignored
-            if bool(outside.any()):
-                self.num_clipped_actions += int(outside.sum())
-                a = torch.maximum(torch.minimum(a, high), low)
-            return a
-
-        pairs = zip(nest.flatten(action), self._action_specs, strict=True)
-        applied = nest.pack_sequence_as(self._action_spec, [convert(a, s) for a, s in pairs])
-        return nest.map_structure(lambda a: a.numpy(), applied), applied
+            elif outside.any():
+                # Environments about to reset ignore their action: don't count those.
+                counted = outside.reshape(len(a), -1).any(1) & ~self._first_next
+                self.num_clipped_actions += int(counted.sum())
+                a = np.clip(a, low, high)
+            arrays.append(a)
+        np_action = nest.pack_sequence_as(self._action_spec, arrays)
+        applied = nest.pack_sequence_as(self._action_spec, [torch.from_numpy(a) for a in arrays])
+        return np_action, applied
 
     def step(self, action: Any) -> TimeStep:
         np_action, applied = self._action_to_numpy(action)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from alf.config import configurable
 from alf.networks.encoding_network import EncodingNetwork, orthogonal_init
 from alf.tensor_specs import BoundedTensorSpec
-from alf.utils.distributions import SquashedNormal, diag_normal
+from alf.utils.distributions import Categorical, SquashedNormal, diag_normal
 
 __all__ = ["ActorDistributionNetwork"]
 
@@ -96,7 +96,7 @@ class ActorDistributionNetwork(nn.Module):
         """A distribution over ``[B, *action_shape]`` actions."""
         hidden = self.encoder(observation)
         if self._discrete:
-            return td.Categorical(logits=self.logits(hidden), validate_args=False)
+            return Categorical(self.logits(hidden))
         mean = self.mean(hidden)
         raw_std = self.std(hidden) if self._state_dependent_std else self.std_param.expand_as(mean)
         std = F.softplus(raw_std) + self._min_std
