@@ -203,7 +203,8 @@ def test_ppo_loss_equals_hand_computation():
     # step 2: ratio 1 -> -0.5
     pg = (-min(r0 * 1.0, 1.2 * 1.0) - min(r1 * -2.0, 0.8 * -2.0) - r2 * 0.5) / 3
     assert pg == pytest.approx((-1.2 + 1.6 - 0.5) / 3)
-    value = (0.5 * (0.5 - 1.0) ** 2 + 0.5 * (0.5 + 1.0) ** 2 + 0.5 * (1.0 - 2.0) ** 2) / 3
+    # value loss: mean squared error to the returns (SB3's convention)
+    value = ((0.5 - 1.0) ** 2 + (0.5 + 1.0) ** 2 + (1.0 - 2.0) ** 2) / 3
     entropy = (0.6 + 0.4 + 0.5) / 3
     assert loss_info.extra["pg_loss"].item() == pytest.approx(pg, rel=1e-5)
     assert loss_info.extra["value_loss"].item() == pytest.approx(value, rel=1e-5)
@@ -221,7 +222,7 @@ def test_ppo_loss_with_normalized_advantages_and_value_clip():
     pg = np.mean(-np.minimum(ratios * adv, np.clip(ratios, 0.8, 1.2) * adv))
     old, new, ret = np.array([0.4, 0.0, 1.0]), np.array([0.5, 0.5, 1.0]), np.array([1.0, -1.0, 2.0])
     clipped = old + np.clip(new - old, -0.2, 0.2)  # 0.5, 0.2, 1.0
-    value = np.mean(0.5 * np.maximum((new - ret) ** 2, (clipped - ret) ** 2))
+    value = np.mean(np.maximum((new - ret) ** 2, (clipped - ret) ** 2))
     assert loss_info.extra["pg_loss"].item() == pytest.approx(pg, rel=1e-5)
     assert loss_info.extra["value_loss"].item() == pytest.approx(value, rel=1e-5)
     assert loss_info.loss.item() == pytest.approx(pg + 0.5 * value, rel=1e-5)
@@ -231,7 +232,7 @@ def test_a2c_loss_equals_hand_computation():
     algorithm = _make(ActorCriticAlgorithm, value_loss_coef=0.25, entropy_coef=0.1)
     loss_info = algorithm.calc_loss(_tiny_info())
     pg = (-(1.0 * -0.2) - (-2.0 * -1.5) - (0.5 * -0.2)) / 3
-    value = (0.5 * 0.25 + 0.5 * 2.25 + 0.5 * 1.0) / 3
+    value = (0.25 + 2.25 + 1.0) / 3
     entropy = 0.5
     assert loss_info.extra["pg_loss"].item() == pytest.approx(pg, rel=1e-5)
     assert loss_info.loss.item() == pytest.approx(pg + 0.25 * value - 0.1 * entropy, rel=1e-5)

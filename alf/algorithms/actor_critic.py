@@ -145,8 +145,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         return -advantages * info.log_prob
 
     def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
-        """Per-step value loss (squared error to the lambda-return)."""
-        return 0.5 * (info.value - info.rollout.returns) ** 2
+        """Per-step value loss: the squared error to the lambda-return (weighted by
+        ``value_loss_coef`` in the total loss)."""
+        return (info.value - info.rollout.returns) ** 2
 
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
         pg_loss = self.policy_loss(info, self.advantages(info)).mean()

@@ -17,13 +17,14 @@ OptimizerCtor = Callable[..., torch.optim.Optimizer]
 
 
 def default_optimizer(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """Adam, fused into one kernel where this torch supports it (much faster for small
-    networks on CPU)."""
+    """Adam with ``eps=1e-5`` (the usual choice in RL: it learns CartPole with PPO in
+    clearly fewer steps than 1e-8), fused into one kernel where this torch supports it
+    (much faster for small networks on CPU)."""
     params = list(params)
     try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
+        return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, lr=lr)
+        return torch.optim.Adam(params, lr=lr, eps=1e-5)
 
 
 class Algorithm(nn.Module):
@@ -34,7 +35,8 @@ class Algorithm(nn.Module):
     and is counted in :attr:`num_skipped_updates`.
 
     Args:
-        optimizer_ctor: called as ``optimizer_ctor(params, lr=...)``; fused Adam by default.
+        optimizer_ctor: called as ``optimizer_ctor(params, lr=...)``; by default
+            :func:`default_optimizer` (fused Adam, ``eps=1e-5``).
             In gin: ``MyAlg.optimizer_ctor = @torch.optim.AdamW``.
         learning_rate: a number or a :class:`Schedule`.
         max_grad_norm: clip the global gradient norm to this value (None: no clipping).

@@ -60,10 +60,10 @@ class PPOAlgorithm(ActorCriticAlgorithm):
     def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
         error = (info.value - info.rollout.returns) ** 2
         if self.value_clip is None:
-            return 0.5 * error
+            return error
         old = info.rollout.value
         clipped_value = old + (info.value - old).clamp(-self.value_clip, self.value_clip)
-        return 0.5 * torch.maximum(error, (clipped_value - info.rollout.returns) ** 2)
+        return torch.maximum(error, (clipped_value - info.rollout.returns) ** 2)
 
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
         loss_info = super().calc_loss(info)
