@@ -2,7 +2,6 @@
 
 import functools
 
-import gin
 import numpy as np
 import pytest
 import torch
@@ -16,15 +15,6 @@ from alf.tensor_specs import BoundedTensorSpec
 from alf.unrollers import SyncUnroller
 from alf.utils.schedules import LinearSchedule
 from alf.utils.value_ops import generalized_advantage_estimation
-
-
-@pytest.fixture(autouse=True)
-def _no_gin_bindings():
-    """Configurables built here must see their defaults, not another test's config."""
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
 
 OBS = BoundedTensorSpec((4,), torch.float32, -np.ones(4), np.ones(4))
 DISCRETE = BoundedTensorSpec((), torch.int64, 0, 1)

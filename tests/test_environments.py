@@ -3,7 +3,6 @@
 import sys
 import textwrap
 
-import gin
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -18,15 +17,6 @@ from alf.environments import (
     resolve_env_id,
 )
 from alf.tensor_specs import BoundedTensorSpec
-
-
-@pytest.fixture(autouse=True)
-def _no_gin_bindings():
-    """Configurables built here must see their defaults, not another test's config."""
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
 
 FIRST, MID, LAST = StepType.FIRST, StepType.MID, StepType.LAST
 

@@ -1,26 +1,14 @@
 """Tests of alf.trainers.Evaluator."""
 
-import functools
-
-import gin
 import pytest
 import torch
+from helpers_algorithms import small_ppo
 
-from alf.algorithms import PPOAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, StepType, TimeStep
 from alf.environments import AlfEnvironment, create_environment
-from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 from alf.trainers import EvalResult, Evaluator
-
-
-@pytest.fixture(autouse=True)
-def _no_gin_bindings():
-    """Configurables built here must see their defaults, not another test's config."""
-    gin.clear_config()
-    yield
-    gin.clear_config()
 
 
 class _Recorder(AlfEnvironment):
@@ -58,20 +46,10 @@ class _Recorder(AlfEnvironment):
         self.env.close()
 
 
-def _ppo(env):
-    torch.manual_seed(0)
-    return PPOAlgorithm(
-        observation_spec=env.observation_spec(),
-        action_spec=env.action_spec(),
-        actor_network_ctor=functools.partial(ActorDistributionNetwork, fc_layer_params=(8,)),
-        value_network_ctor=functools.partial(ValueNetwork, fc_layer_params=(8,)),
-    )
-
-
 @pytest.mark.parametrize("num_envs,num_episodes", [(2, 5), (3, 3), (4, 2)])
 def test_untrained_ppo_on_cart_pole_plays_exactly_num_episodes(num_envs, num_episodes):
     env = _Recorder(create_environment("CartPole-v1", num_envs, seed=3))
-    algorithm = _ppo(env)
+    algorithm = small_ppo(env)
     try:
         result = Evaluator(env=env, algorithm=algorithm, num_episodes=num_episodes).evaluate()
     finally:

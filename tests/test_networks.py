@@ -1,6 +1,5 @@
 """Tests of alf.networks: encoders, value networks and actor distribution networks."""
 
-import gin
 import numpy as np
 import pytest
 import torch
@@ -11,15 +10,6 @@ from alf.networks import ActorDistributionNetwork, EncodingNetwork, ValueNetwork
 from alf.networks.encoding_network import Tanh, make_activation
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 from alf.utils.distributions import SquashedNormal, distribution_mode, sample
-
-
-@pytest.fixture(autouse=True)
-def _no_gin_bindings():
-    """Configurables built here must see their defaults, not another test's config."""
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
 
 OBS = TensorSpec((4,))
 DISCRETE = BoundedTensorSpec((), torch.int64, 0, 2)

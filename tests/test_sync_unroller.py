@@ -1,44 +1,22 @@
 """Tests of alf.unrollers.SyncUnroller."""
 
-import functools
-
-import gin
 import pytest
 import torch
+from helpers_algorithms import small_ppo
 
 from alf import nest
-from alf.algorithms import PPOAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, Experience, StepType
 from alf.environments import create_environment
-from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import TensorSpec
 from alf.unrollers import SyncUnroller
 from alf.unrollers.sync_unroller import reset_state_on_first
 
 
-@pytest.fixture(autouse=True)
-def _no_gin_bindings():
-    """Configurables built here must see their defaults, not another test's config."""
-    gin.clear_config()
-    yield
-    gin.clear_config()
-
-
-def _ppo(env):
-    torch.manual_seed(0)
-    return PPOAlgorithm(
-        observation_spec=env.observation_spec(),
-        action_spec=env.action_spec(),
-        actor_network_ctor=functools.partial(ActorDistributionNetwork, fc_layer_params=(8,)),
-        value_network_ctor=functools.partial(ValueNetwork, fc_layer_params=(8,)),
-    )
-
-
 @pytest.fixture
 def unroller():
     env = create_environment("CartPole-v1", 3, seed=0, max_episode_steps=6)
-    unroller = SyncUnroller(env=env, algorithm=_ppo(env), unroll_length=4)
+    unroller = SyncUnroller(env=env, algorithm=small_ppo(env), unroll_length=4)
     yield unroller
     unroller.close()
 
@@ -95,7 +73,7 @@ def test_unroll_length_must_be_positive():
     env = create_environment("CartPole-v1", 1, seed=0)
     try:
         with pytest.raises(ValueError):
-            SyncUnroller(env=env, algorithm=_ppo(env), unroll_length=0)
+            SyncUnroller(env=env, algorithm=small_ppo(env), unroll_length=0)
     finally:
         env.close()
 
