@@ -387,8 +387,8 @@ def _report(results: dict[str, Any]) -> str:
                "loop also writes summaries and checkpoints.")
     out.append(f"time to {thr}: wall time from the start of training to the end of the first "
                f"evaluation with average return >= {thr}, evaluations included.")
-    out.append("setup s: building environments and model before training starts (not in any "
-               "other column; ALF creates its optimizer lazily, inside training).")
+    out.append("setup s: building environments, model and optimizer before training starts "
+               "(not in any other column).")
     out.extend(_warnings(results))
     return "\n".join(out)
 

@@ -46,6 +46,9 @@ def build_algorithm(config: TrainerConfig, env: AlfEnvironment) -> RLAlgorithm:
     )
     if not isinstance(algorithm, RLAlgorithm):
         raise TypeError(f"algorithm_ctor built {type(algorithm).__name__}, not an RLAlgorithm")
+    # Create the optimizer now: a bad optimizer config fails before training starts,
+    # and torch's one-off optimizer set-up cost is paid while building the run.
+    algorithm.optimizer  # noqa: B018
     return algorithm
 
 
