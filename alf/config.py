@@ -226,6 +226,40 @@ def operative_config_str() -> str:
     return gin.operative_config_str()
 
 
+def current_bindings() -> dict[str, str]:
+    """Every loaded binding as ``{'scope/Name.param': repr(value)}`` (plain strings, so it
+    can be stored in a checkpoint and compared on resume)."""
+    result = {}
+    for (scope, selector), params in _gin_config._CONFIG.items():
+        name = selector.split(".")[-1]
+        prefix = f"{scope}/" if scope else ""
+        for param, value in params.items():
+            result[f"{prefix}{name}.{param}"] = repr(value)
+    return result
+
+
+def diff_bindings(
+    old: dict[str, str], new: dict[str, str], ignore_prefixes: Sequence[str] = ()
+) -> list[str]:
+    """Human-readable differences between two :func:`current_bindings` results.
+
+    Args:
+        old, new: the bindings to compare.
+        ignore_prefixes: bindings starting with one of these are not compared.
+
+    Returns:
+        One ``'Name.param: old -> new'`` line per differing binding, sorted.
+    """
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if key.startswith(tuple(ignore_prefixes)):
+            continue
+        before, after = old.get(key, "(unset)"), new.get(key, "(unset)")
+        if before != after:
+            lines.append(f"{key}: {before} -> {after}")
+    return lines
+
+
 def inoperative_bindings() -> list[str]:
     """Bindings that were configured but never used by any call so far.
 

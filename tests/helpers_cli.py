@@ -74,13 +74,19 @@ def play_cmd(root: Path | str, *flags: str) -> list[str]:
 def run_cli(cmd: list[str], timeout: float = DEFAULT_TIMEOUT_S) -> subprocess.CompletedProcess:
     """Runs ``cmd`` to completion and returns it with text stdout/stderr."""
     return subprocess.run(
-        cmd, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=timeout,
+        cmd,
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         check=False,
     )
 
 
-def run_many(cmds: dict[str, list[str]], max_workers: int = 4,
-             timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, subprocess.CompletedProcess]:
+def run_many(
+    cmds: dict[str, list[str]], max_workers: int = 4, timeout: float = DEFAULT_TIMEOUT_S
+) -> dict[str, subprocess.CompletedProcess]:
     """Runs independent commands concurrently (each a process of its own, so the test
     suite's wall time is not the sum of their start-up times); results by name."""
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
@@ -106,8 +112,13 @@ def stop_process(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-def wait_for(predicate, timeout: float, proc: subprocess.Popen | None = None,  # noqa: ANN001
-             interval: float = 0.02, what: str = "condition") -> None:
+def wait_for(
+    predicate,
+    timeout: float,
+    proc: subprocess.Popen | None = None,  # noqa: ANN001
+    interval: float = 0.02,
+    what: str = "condition",
+) -> None:
     """Polls ``predicate`` until true; fails if ``proc`` exits first or on timeout."""
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -134,8 +145,8 @@ def read_progress(root: Path) -> list[dict]:
 
 
 def train_records(records: list[dict]) -> list[dict]:
-    """The training-summary records (those carrying ``elapsed_s``)."""
-    return [r for r in records if "elapsed_s" in r]
+    """The training-summary records (those carrying ``fps``)."""
+    return [r for r in records if "fps" in r]
 
 
 def eval_records(records: list[dict]) -> list[dict]:
@@ -144,10 +155,11 @@ def eval_records(records: list[dict]) -> list[dict]:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """``relative path -> sha256`` of every file under ``root``."""
+    """``relative path -> sha256`` of every file under ``root`` (but ``.lock``, which only
+    names the process training there)."""
     result = {}
     for path in sorted(root.rglob("*")):
-        if path.is_file():
+        if path.is_file() and path.name != ".lock":
             result[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return result
 
@@ -157,8 +169,7 @@ def error_lines(stderr: str, prog: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith(f"{prog}: error:")]
 
 
-def assert_clean_user_error(result: subprocess.CompletedProcess, prog: str,
-                            *keywords: str) -> str:
+def assert_clean_user_error(result: subprocess.CompletedProcess, prog: str, *keywords: str) -> str:
     """A user error: nonzero exit, exactly one ``prog: error:`` message containing every
     keyword (case-insensitive), and no traceback. Returns the whole stderr."""
     stderr = result.stderr
@@ -168,7 +179,7 @@ def assert_clean_user_error(result: subprocess.CompletedProcess, prog: str,
     errors = error_lines(stderr, prog)
     assert len(errors) == 1, f"expected one '{prog}: error:' message:\n{stderr}"
     # The message may continue on following lines (gin's location of the binding).
-    message = stderr[stderr.index(errors[0]):].lower()
+    message = stderr[stderr.index(errors[0]) :].lower()
     for word in keywords:
         assert word.lower() in message, f"{word!r} not in error message:\n{stderr}"
     return stderr

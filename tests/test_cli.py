@@ -121,6 +121,11 @@ def test_progress_jsonl(run_dir):
         assert r["env_steps"] == r["iteration"] * STEPS_PER_ITERATION
         assert r["eval/average_return"] > 0
         assert r["eval/average_episode_length"] > 0
+        # Wall time of the run when the evaluation ended, and the pure training time.
+        assert r["elapsed_s"] >= r["train_time_s"] > 0
+    # elapsed_s is the run's wall-clock time: it never goes backwards.
+    elapsed = [r["elapsed_s"] for r in records]
+    assert elapsed == sorted(elapsed)
 
 
 def test_unused_binding_is_warned_about(tiny_run):
@@ -170,11 +175,13 @@ def plays(run_dir, tmp_path_factory) -> dict:
     older, newest = checkpoint_steps(corrupt)[-2:]
     (corrupt / "checkpoints" / f"ckpt-{newest}.pt").write_bytes(b"not a checkpoint")
     video = base / "videos" / "out.mp4"
-    results = run_many({
-        "newest": play_cmd(run_dir, "--num_episodes=3"),
-        "step": play_cmd(corrupt, f"--checkpoint_step={older}", "--num_episodes=2"),
-        "record": play_cmd(run_dir, "--num_episodes=2", f"--record_file={video}"),
-    })
+    results = run_many(
+        {
+            "newest": play_cmd(run_dir, "--num_episodes=3"),
+            "step": play_cmd(corrupt, f"--checkpoint_step={older}", "--num_episodes=2"),
+            "record": play_cmd(run_dir, "--num_episodes=2", f"--record_file={video}"),
+        }
+    )
     return {**results, "video": video}
 
 

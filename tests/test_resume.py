@@ -11,11 +11,14 @@ import time
 
 import pytest
 from helpers_cli import (
+    CONF,
     STEPS_PER_ITERATION,
+    TINY_PARAMS,
     checkpoint_steps,
     popen_cli,
     read_progress,
     run_cli,
+    snapshot,
     stop_process,
     train_cmd,
     train_records,
@@ -60,8 +63,13 @@ def test_kill_9_then_restart_resumes_from_newest_checkpoint(tmp_path):
     cmd = train_cmd(root, *RESUME_PARAMS)
     proc, _, _ = popen_cli(cmd, tmp_path / "first")
     try:
-        wait_for(lambda: checkpoint_steps(root), timeout=180, proc=proc, interval=0.01,
-                 what="the first checkpoint")
+        wait_for(
+            lambda: checkpoint_steps(root),
+            timeout=180,
+            proc=proc,
+            interval=0.01,
+            what="the first checkpoint",
+        )
         assert proc.poll() is None, "the run ended before it could be killed"
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=30) == -signal.SIGKILL
@@ -82,8 +90,7 @@ def test_kill_9_then_restart_resumes_from_newest_checkpoint(tmp_path):
     assert "Traceback" not in result.stderr
     newest_path = ckpt_dir / f"ckpt-{newest}.pt"
     assert (
-        f"Resumed from {newest_path} (iteration {newest}, "
-        f"{newest * STEPS_PER_ITERATION} env steps)"
+        f"Resumed from {newest_path} (iteration {newest}, {newest * STEPS_PER_ITERATION} env steps)"
     ) in result.stderr, result.stderr
     assert "ckpt-999" not in result.stderr + result.stdout
     assert not torn.exists()
@@ -98,7 +105,7 @@ def test_kill_9_then_restart_resumes_from_newest_checkpoint(tmp_path):
     kept = [r for r in train_records(before) if r["iteration"] <= newest]
     after = train_records(read_progress(root))
     assert after[: len(kept)] == kept
-    new = after[len(kept):]
+    new = after[len(kept) :]
     assert new, "the restart wrote no progress line"
     assert new[0]["iteration"] == newest + 1, new[0]
     assert new[0]["env_steps"] == (newest + 1) * STEPS_PER_ITERATION
@@ -115,8 +122,12 @@ def test_signal_checkpoints_and_exits_zero(tmp_path, signum):
     try:
         # Two summaries: the loop (and the signal handler installed before it) is running.
         progress = root / "progress.jsonl"
-        wait_for(lambda: progress.exists() and len(progress.read_text().splitlines()) >= 2,
-                 timeout=180, proc=proc, what="two progress lines")
+        wait_for(
+            lambda: progress.exists() and len(progress.read_text().splitlines()) >= 2,
+            timeout=180,
+            proc=proc,
+            what="two progress lines",
+        )
         assert checkpoint_steps(root) == []
         sent = time.monotonic()
         proc.send_signal(signum)
@@ -136,3 +147,46 @@ def test_signal_checkpoints_and_exits_zero(tmp_path, signum):
     last = train_records(read_progress(root))[-1]
     assert last["iteration"] == iteration
     assert last["env_steps"] == iteration * STEPS_PER_ITERATION
+
+
+def test_second_trainer_on_the_same_root_dir_is_refused(tmp_path):
+    """Two live trainers must never share a root_dir (they would prune each other's
+    checkpoints); the second gets a clear error and the first run is unaffected."""
+    from alf import config as alf_config
+    from alf.trainers import RLTrainer, TrainerConfig
+    from alf.trainers.run_lock import RunDirLockedError
+
+    alf_config.load_config(
+        str(CONF), ["TrainerConfig.num_env_steps=512", "TrainerConfig.evaluate=False"]
+    )
+    root = str(tmp_path / "run")
+    first = RLTrainer(config=TrainerConfig(), root_dir=root)
+    try:
+        with pytest.raises(RunDirLockedError, match="in use by another training process"):
+            RLTrainer(config=TrainerConfig(), root_dir=root)
+        assert first.train()["iteration"] == 2
+    finally:
+        first.close()
+    second = RLTrainer(config=TrainerConfig(), root_dir=root)  # free again after close()
+    second.close()
+
+
+def test_resume_with_a_different_config_is_refused_and_keeps_the_run(tmp_path):
+    """Resuming a PPO run with the A2C config must not silently train A2C from PPO's
+    weights (and later prune PPO's checkpoints): it names the differing bindings."""
+    root = tmp_path / "run"
+    first = run_cli(train_cmd(root, *TINY_PARAMS))
+    assert first.returncode == 0, first.stderr
+    before = snapshot(root)
+    a2c = CONF.parent / "ac_cart_pole.gin"
+    second = run_cli(train_cmd(root, *TINY_PARAMS, conf=a2c))
+    assert second.returncode != 0
+    assert "config differs" in second.stderr and "TrainerConfig.algorithm_ctor" in second.stderr
+    assert "Traceback" not in second.stderr
+    assert snapshot(root) == before
+    # Extending the budget is a resumable change.
+    longer = [p for p in TINY_PARAMS if "num_env_steps" not in p]
+    budget = f"TrainerConfig.num_env_steps={10 * STEPS_PER_ITERATION}"
+    third = run_cli(train_cmd(root, *longer, budget))
+    assert third.returncode == 0, third.stderr
+    assert "Resumed from" in third.stderr

@@ -179,9 +179,7 @@ def test_cli_trains_cart_pole_to_195(tmp_path):
     _, conf_path = write_tutorial_files(tutorial)
     root_dir = tmp_path / "run"
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(tutorial), env.get("PYTHONPATH", "")) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tutorial), env.get("PYTHONPATH", "")) if p)
     proc = subprocess.run(
         [sys.executable, "-m", "alf.bin.train", f"--conf={conf_path}", f"--root_dir={root_dir}"],
         cwd=tmp_path,

@@ -35,9 +35,12 @@ def _fail(message: str, code: int) -> None:
 def main(argv: list[str]) -> None:
     """Loads the config, builds the trainer and trains; see the module docstring."""
     del argv
+    import gymnasium
+
     from alf import config as alf_config
     from alf.environments import UnknownEnvironmentError
     from alf.trainers import CheckpointError, RLTrainer, TrainerConfig, TrainingDivergedError
+    from alf.trainers.run_lock import RunDirLockedError
 
     if not FLAGS.root_dir:
         _fail("--root_dir is required", EXIT_USER_ERROR)
@@ -66,10 +69,17 @@ def main(argv: list[str]) -> None:
     try:
         alf_config.load_config(FLAGS.conf, FLAGS.conf_param)
         trainer = RLTrainer(config=TrainerConfig(), root_dir=root_dir)
-    except (alf_config.ConfigError, UnknownEnvironmentError, CheckpointError) as err:
+    except (
+        alf_config.ConfigError,
+        UnknownEnvironmentError,
+        CheckpointError,
+        RunDirLockedError,
+    ) as err:
         _fail(str(err), EXIT_USER_ERROR)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, gymnasium.error.Error) as err:
         _fail(f"invalid configuration: {err}", EXIT_USER_ERROR)
+    except OSError as err:
+        _fail(f"cannot use root_dir '{root_dir}': {err}", EXIT_USER_ERROR)
 
     if interrupts:
         trainer.request_stop()

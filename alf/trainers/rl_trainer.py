@@ -16,7 +16,8 @@ from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.environments import AlfEnvironment, create_environment
 from alf.trainers.checkpointer import Checkpointer, CheckpointError
 from alf.trainers.evaluator import EvalResult, Evaluator
-from alf.trainers.trainer_config import TrainerConfig
+from alf.trainers.run_lock import RunDirLock
+from alf.trainers.trainer_config import RESUMABLE_SETTINGS, TrainerConfig
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.summary import SummaryLogger, truncate_progress_log
 
@@ -80,13 +81,26 @@ class RLTrainer:
         self.iteration = 0
         self.env_steps = 0
         self.train_time_s = 0.0
+        self.wall_time_s = 0.0
         self._stop_requested = False
         self.last_eval: EvalResult | None = None
+        self.env: AlfEnvironment | None = None
+        self.eval_env: AlfEnvironment | None = None
+        self.summary: SummaryLogger | None = None
+        self._lock = RunDirLock(root_dir=root_dir)
+        try:
+            self._build(config, root_dir)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, config: TrainerConfig, root_dir: str) -> None:
         self.checkpointer = Checkpointer(
-            os.path.join(root_dir, "checkpoints"), config.num_checkpoints
+            os.path.join(root_dir, "checkpoints"), num_to_keep=config.num_checkpoints
         )
         resume_step = self.checkpointer.latest_step()
-        # Read the checkpoint before building anything, so a bad one fails fast.
+        # Read and check the checkpoint before building anything, so a bad one fails fast
+        # and nothing in root_dir is touched.
         resume_state = None
         if resume_step is not None:
             resume_state = self.checkpointer.load(resume_step, CHECKPOINT_KEYS)
@@ -101,7 +115,6 @@ class RLTrainer:
             seed += int(resume_state["env_steps"])
         self.env = create_environment(seed=seed)
         self.algorithm = build_algorithm(config, self.env)
-        self.eval_env = None
         self.evaluator = None
         if config.evaluate:
             self.eval_env = create_environment(
@@ -115,20 +128,38 @@ class RLTrainer:
             env=self.env, algorithm=self.algorithm, unroll_length=config.unroll_length
         )
         if resume_state is not None:
+            # After the environments are built (a bad env id is the clearer error), and
+            # before anything in root_dir is written.
+            self._check_config(resume_state, self.checkpointer.path(resume_step))
             self._restore(resume_state, self.checkpointer.path(resume_step))
         self.checkpointer.remove_stale_temporaries()
         truncate_progress_log(os.path.join(root_dir, "progress.jsonl"), self.iteration)
-        self.summary = SummaryLogger(
-            root_dir, purge_step=self.iteration + 1 if self.iteration else None
-        )
+        # Events after the resumed iteration (or all of them, for a fresh start) belong
+        # to a run that is being redone: drop them.
+        self.summary = SummaryLogger(root_dir, purge_step=self.iteration + 1)
         self._write_config(alf_config.config_str())
 
     # ----------------------------------------------------------------- state
+    def _check_config(self, state: dict[str, Any], path: str) -> None:
+        if self.config.allow_config_change or "bindings" not in state:
+            return
+        differences = alf_config.diff_bindings(
+            dict(state["bindings"]), alf_config.current_bindings(), RESUMABLE_SETTINGS
+        )
+        if differences:
+            raise CheckpointError(
+                f"root_dir '{self.root_dir}' holds a run whose config differs from this one "
+                f"(newest checkpoint '{path}'):\n  " + "\n  ".join(differences) + "\nUse "
+                "another --root_dir, or resume with the original config (add "
+                "--conf_param=TrainerConfig.allow_config_change=True to accept the change)."
+            )
+
     def _restore(self, state: dict[str, Any], path: str) -> None:
         _load_into(self.algorithm, state, path)
         self.iteration = int(state["iteration"])
         self.env_steps = int(state["env_steps"])
         self.train_time_s = float(state.get("train_time_s", 0.0))
+        self.wall_time_s = float(state.get("wall_time_s", self.train_time_s))
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
         logging.info(
@@ -142,7 +173,9 @@ class RLTrainer:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "train_time_s": self.train_time_s,
+            "wall_time_s": self._wall_time(),
             "torch_rng": torch.get_rng_state(),
+            "bindings": alf_config.current_bindings(),
             "algorithm": self.algorithm.checkpoint_state(),
         }
         return self.checkpointer.save(self.iteration, state)
@@ -184,7 +217,12 @@ class RLTrainer:
                 "average_return": result.average_return,
                 "average_episode_length": result.average_episode_length,
             },
-            {"iteration": self.iteration, "env_steps": self.env_steps},
+            {
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "elapsed_s": round(self._wall_time(), 3),
+                "train_time_s": round(self.train_time_s, 3),
+            },
         )
         logging.info(
             "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes",
@@ -202,6 +240,8 @@ class RLTrainer:
             ``iteration``, ``env_steps``, ``stopped_early`` and, when evaluated,
             ``eval_average_return``.
         """
+        if self.summary is None:
+            raise RuntimeError("RLTrainer.train() after close()")
         config = self.config
         recent_returns: collections.deque[float] = collections.deque(maxlen=100)
         recent_lengths: collections.deque[int] = collections.deque(maxlen=100)
@@ -209,8 +249,9 @@ class RLTrainer:
         first_iteration = True
         skipped_in_a_row = 0
         last_print = time.monotonic()
-        start_steps = self.env_steps
-        start_time = time.monotonic()
+        start_steps, start_iteration = self.env_steps, self.iteration
+        self._session_start = time.monotonic()
+        self._wall_base = self.wall_time_s
         stats: dict[str, float] = {}
         try:
             while not self._finished() and not self._stop_requested:
@@ -257,7 +298,8 @@ class RLTrainer:
                     record = {
                         "iteration": self.iteration,
                         "env_steps": self.env_steps,
-                        "elapsed_s": round(self.train_time_s, 3),
+                        "elapsed_s": round(self._wall_time(), 3),
+                        "train_time_s": round(self.train_time_s, 3),
                         "fps": round(window_steps / max(window_time, 1e-9), 1),
                     }
                     if returns or recent_returns:
@@ -272,17 +314,19 @@ class RLTrainer:
                     self.save_checkpoint()
                 if time.monotonic() - last_print >= config.progress_interval_s:
                     last_print = time.monotonic()
-                    self._print_progress(start_steps, start_time, recent_returns)
-            if (
-                self._finished()
-                and config.evaluate
-                and (not config.eval_interval or self.iteration % config.eval_interval)
-            ):
-                self.evaluate()
-            if self.iteration:
+                    self._print_progress(start_steps, start_iteration, recent_returns)
+            if self.iteration > start_iteration:  # nothing to add if no iteration ran
+                if (
+                    self._finished()
+                    and config.evaluate
+                    and (not config.eval_interval or self.iteration % config.eval_interval)
+                ):
+                    self.evaluate()
                 self.save_checkpoint()
         finally:
-            self.summary.close()
+            self.wall_time_s = self._wall_time()
+            self._session_start = None
+            self.summary.flush()
         result: dict[str, Any] = {
             "iteration": self.iteration,
             "env_steps": self.env_steps,
@@ -292,17 +336,24 @@ class RLTrainer:
             result["eval_average_return"] = self.last_eval.average_return
         return result
 
+    def _wall_time(self) -> float:
+        """Wall-clock seconds of training so far, over all sessions of the run."""
+        if getattr(self, "_session_start", None) is None:
+            return self.wall_time_s
+        return self._wall_base + time.monotonic() - self._session_start
+
     def _print_progress(
-        self, start_steps: int, start_time: float, recent_returns: collections.deque[float]
+        self, start_steps: int, start_iteration: int, recent_returns: collections.deque[float]
     ) -> None:
-        rate = (self.env_steps - start_steps) / max(time.monotonic() - start_time, 1e-9)
+        session_s = max(time.monotonic() - self._session_start, 1e-9)
+        rate = (self.env_steps - start_steps) / session_s
         ret = f"{np.mean(recent_returns):.2f}" if recent_returns else "n/a"
         eta = ""
         if self.config.num_env_steps > 0 and rate > 0:
             left = max(self.config.num_env_steps - self.env_steps, 0) / rate
             eta = f" | ETA {left:.0f}s"
-        elif self.config.num_iterations > 0 and self.iteration:
-            per_iter = (time.monotonic() - start_time) / max(self.iteration, 1)
+        elif self.config.num_iterations > 0 and self.iteration > start_iteration:
+            per_iter = session_s / (self.iteration - start_iteration)
             eta = f" | ETA {per_iter * (self.config.num_iterations - self.iteration):.0f}s"
         logging.info(
             "iteration %d | env steps %d | %.0f steps/s | return %s%s",
@@ -314,7 +365,13 @@ class RLTrainer:
         )
 
     def close(self) -> None:
-        """Closes the environments."""
-        self.unroller.close()
-        if self.eval_env is not None:
-            self.eval_env.close()
+        """Closes the environments and summary files and releases ``root_dir``
+        (idempotent)."""
+        for resource in (self.env, self.eval_env):
+            if resource is not None:
+                resource.close()
+        self.env = self.eval_env = None
+        if self.summary is not None:
+            self.summary.close()
+            self.summary = None
+        self._lock.release()

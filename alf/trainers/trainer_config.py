@@ -7,7 +7,27 @@ from dataclasses import dataclass
 
 from alf.config import configurable
 
-__all__ = ["TrainerConfig"]
+__all__ = ["RESUMABLE_SETTINGS", "TrainerConfig"]
+
+RESUMABLE_SETTINGS = tuple(
+    f"TrainerConfig.{name}"
+    for name in (
+        "num_iterations",
+        "num_env_steps",
+        "summary_interval",
+        "eval_interval",
+        "num_eval_episodes",
+        "num_eval_environments",
+        "evaluate",
+        "checkpoint_interval",
+        "num_checkpoints",
+        "progress_interval_s",
+        "torch_num_threads",
+        "max_consecutive_skipped_iterations",
+        "allow_config_change",
+    )
+)
+"""Bindings that may differ between a run and its resumption."""
 
 
 @configurable
@@ -41,6 +61,9 @@ class TrainerConfig:
         max_consecutive_skipped_iterations: stop the run (keeping the last good
             checkpoint) after this many iterations in a row whose every update was
             skipped for a non-finite loss.
+        allow_config_change: on resume, accept a config whose bindings differ from the
+            ones the checkpoint was written with. Without it, only the settings listed in
+            :data:`RESUMABLE_SETTINGS` (budget, intervals, threads...) may change.
     """
 
     algorithm_ctor: Callable | None = None
@@ -58,6 +81,7 @@ class TrainerConfig:
     progress_interval_s: float = 5.0
     torch_num_threads: int | None = None
     max_consecutive_skipped_iterations: int = 10
+    allow_config_change: bool = False
 
     def __post_init__(self) -> None:
         if self.algorithm_ctor is None:

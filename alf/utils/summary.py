@@ -38,7 +38,7 @@ class SummaryLogger:
         purge_step: on resume, TensorBoard events at or after this step are discarded.
     """
 
-    def __init__(self, root_dir: str, purge_step: int | None = None) -> None:
+    def __init__(self, root_dir: str, *, purge_step: int | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self._writers = {
@@ -63,6 +63,12 @@ class SummaryLogger:
     def text(self, tag: str, text: str) -> None:
         """Writes a text summary (e.g. the operative config)."""
         self._writers["train"].add_text(tag, f"<pre>{text}</pre>")
+
+    def flush(self) -> None:
+        """Writes everything buffered to disk."""
+        for writer in self._writers.values():
+            writer.flush()
+        self._progress.flush()
 
     def close(self) -> None:
         """Flushes and closes every file."""
