@@ -9,6 +9,7 @@ reported by :func:`inoperative_bindings`.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import inspect
 import os
 import re
@@ -88,11 +89,14 @@ def _install_include_reader() -> None:
     readers = _gin_config._FILE_READERS
     if not readers or readers[0][0] != _INCLUDE_READER.open:
         readers.insert(0, (_INCLUDE_READER.open, _INCLUDE_READER.exists))
-    _gin_config._LOCATION_PREFIXES[:] = [""]
 
 
 def _check_includes(conf_file: str) -> None:
-    """Raises a clear :class:`ConfigError` for an include that cannot be resolved."""
+    """Raises a clear :class:`ConfigError` for an include that cannot be resolved.
+
+    Returns:
+        ``conf_file`` and every file it includes, as absolute paths.
+    """
     seen: set[str] = set()
     pending = [os.path.abspath(conf_file)]
     while pending:
@@ -113,10 +117,12 @@ def _check_includes(conf_file: str) -> None:
                         f"found neither next to the including file nor in {EXAMPLES_DIR}."
                     )
                 pending.append(resolved)
+    return sorted(seen)
 
 
 def import_all_configurables() -> None:
-    """Imports every ALF module that registers configurables, so configs can name them."""
+    """Imports every ALF module that registers configurables, so configs can name them
+    (including torch's optimizers, e.g. ``@torch.optim.AdamW``)."""
     import alf.algorithms  # noqa: F401
     import alf.environments  # noqa: F401
     import alf.networks  # noqa: F401
@@ -138,10 +144,11 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
     import_all_configurables()
     gin.clear_config()
     _install_include_reader()
+    conf_files: list[str] = []
     if conf_file is not None:
         if not os.path.isfile(conf_file):
             raise ConfigError(f"Config file not found: '{conf_file}'")
-        _check_includes(conf_file)
+        conf_files = _check_includes(conf_file)
         try:
             gin.parse_config_file(os.path.abspath(conf_file))
         except ImportError as err:
@@ -152,7 +159,7 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
         gin.parse_config(list(conf_params))
     except _GIN_ERRORS as err:
         raise ConfigError(f"Invalid configuration (--conf_param): {err}") from err
-    _check_parameter_names()
+    _check_parameter_names(conf_files, conf_params)
 
 
 def _import_hint(source: str, err: ImportError) -> str:
@@ -185,7 +192,21 @@ def _accepted_parameters(cls: type) -> set[str] | None:
     return None
 
 
-def _check_parameter_names() -> None:
+def _locate(needle: str, conf_files: Sequence[str], conf_params: Sequence[str]) -> str:
+    """Where the binding ``needle`` (``Name.param``) is written, for error messages."""
+    pattern = re.compile(rf"(^|[\s/]){re.escape(needle)}\s*=")
+    for path in conf_files:
+        with open(path) as f:
+            for lineno, line in enumerate(f, 1):
+                if pattern.search(line):
+                    return f'In file "{path}", line {lineno}: {line.strip()}'
+    for param in conf_params:
+        if pattern.search(param):
+            return f"In --conf_param: {param}"
+    return ""
+
+
+def _check_parameter_names(conf_files: Sequence[str] = (), conf_params: Sequence[str] = ()) -> None:
     """Gin accepts any parameter name for a constructor taking ``**kwargs``; ALF's
     algorithms pass those on to their base classes, so a typo would only fail later with
     no hint of the config. Check every binding against the whole chain of constructors."""
@@ -198,14 +219,19 @@ def _check_parameter_names() -> None:
             continue
         for param in params:
             if param not in accepted:
+                close = difflib.get_close_matches(param, sorted(accepted), n=3)
+                hint = f" Did you mean: {', '.join(close)}?" if close else ""
+                where = _locate(f"{match.name}.{param}", conf_files, conf_params)
                 raise ConfigError(
                     f"Invalid configuration: configurable '{match.name}' doesn't have a "
-                    f"parameter named '{param}' (it accepts: {', '.join(sorted(accepted))})"
+                    f"parameter named '{param}'.{hint} (It accepts: "
+                    f"{', '.join(sorted(accepted))}.)" + (f"\n  {where}" if where else "")
                 )
 
 
-def load_config_text(text: str) -> None:
-    """Clears gin and loads a config given as text (e.g. a saved ``config.gin``)."""
+def load_config_text(text: str, conf_params: Sequence[str] = ()) -> None:
+    """Clears gin and loads a config given as text (e.g. a saved ``config.gin``), then
+    ``conf_params`` bindings, with the same checks as :func:`load_config`."""
     import_all_configurables()
     gin.clear_config()
     try:
@@ -214,6 +240,11 @@ def load_config_text(text: str) -> None:
         raise ConfigError(_import_hint("the saved config.gin", err)) from err
     except _GIN_ERRORS as err:
         raise ConfigError(f"Invalid saved configuration: {err}") from err
+    try:
+        gin.parse_config(list(conf_params))
+    except _GIN_ERRORS as err:
+        raise ConfigError(f"Invalid configuration (--conf_param): {err}") from err
+    _check_parameter_names((), conf_params)
 
 
 def config_str() -> str:

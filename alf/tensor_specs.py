@@ -115,8 +115,8 @@ def from_gym_space(space: gym.Space) -> nest.Nest:
         return BoundedTensorSpec(
             shape=tuple(space.shape),
             dtype=torch.int64,
-            minimum=np.zeros(space.shape),
-            maximum=np.asarray(space.nvec) - 1,
+            minimum=np.asarray(space.start),
+            maximum=np.asarray(space.start) + np.asarray(space.nvec) - 1,
         )
     if isinstance(space, gym.spaces.MultiBinary):
         return BoundedTensorSpec(

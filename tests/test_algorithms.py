@@ -229,7 +229,9 @@ def test_a2c_loss_equals_hand_computation():
 
 
 def test_learning_rate_and_clip_follow_set_progress():
-    algorithm = _make(learning_rate=LinearSchedule(1e-3), clip=LinearSchedule(0.2, 0.1))
+    algorithm = _make(
+        learning_rate=LinearSchedule(start=1e-3), clip=LinearSchedule(start=0.2, end=0.1)
+    )
     assert algorithm.learning_rate == pytest.approx(1e-3)
     assert algorithm.clip == pytest.approx(0.2)
     algorithm.set_progress(0.5)
@@ -306,7 +308,8 @@ def test_train_from_unroll_runs_epochs_of_mini_batches():
     assert stats["skipped"] == 0.0
     assert all(np.isfinite(v) for v in stats.values())
     state = algorithm.optimizer.state[algorithm.actor_network.logits.weight]
-    assert int(state["step"]) == 4  # 2 epochs x 2 full mini-batches of 5 out of 12 steps
+    # 12 valid steps, mini-batch 5: every step is used, in ceil(12 / 5) = 3 batches of 4.
+    assert int(state["step"]) == 6  # 2 epochs x 3 mini-batches
     assert any(not torch.equal(a, b) for a, b in zip(before, _params(algorithm), strict=True))
 
 

@@ -20,7 +20,7 @@ def _state(step):
 
 @pytest.fixture
 def ckpt(tmp_path):
-    return Checkpointer(str(tmp_path / "checkpoints"), num_to_keep=3)
+    return Checkpointer(directory=str(tmp_path / "checkpoints"), num_to_keep=3)
 
 
 def test_empty_directory(ckpt):
@@ -73,7 +73,7 @@ def test_load_defaults_to_newest_and_steps_sort_numerically(ckpt):
 
 
 def test_pruning_keeps_the_newest(tmp_path):
-    ckpt = Checkpointer(str(tmp_path), num_to_keep=2)
+    ckpt = Checkpointer(directory=str(tmp_path), num_to_keep=2)
     for step in range(1, 6):
         ckpt.save(step, _state(step))
         assert ckpt.steps() == list(range(max(1, step - 1), step + 1))

@@ -4,6 +4,7 @@ import os
 
 import gin
 import pytest
+import torch
 from gin import config as _gin_config
 
 from alf import config as alf_config
@@ -170,3 +171,29 @@ def test_inoperative_bindings_lists_unused_bindings():
         LinearSchedule()
     assert inoperative_bindings() == ["create_environment.env_name"]
     assert "ValueNetwork.fc_layer_params = (5,)" in operative_config_str()
+
+
+def test_torch_optimizers_are_configurable(tmp_path):
+    from alf import config as alf_config
+    from alf.algorithms import PPOAlgorithm
+    from alf.environments import create_environment
+
+    alf_config.load_config(
+        None, ["PPOAlgorithm.optimizer_ctor = @torch.optim.AdamW", "AdamW.weight_decay = 0.1"]
+    )
+    env = create_environment("CartPole-v1", 1)
+    algorithm = PPOAlgorithm(observation_spec=env.observation_spec(), action_spec=env.action_spec())
+    assert isinstance(algorithm.optimizer, torch.optim.AdamW)
+    assert algorithm.optimizer.param_groups[0]["weight_decay"] == 0.1
+
+
+def test_misspelt_algorithm_parameter_is_located_and_suggested(tmp_path):
+    from alf import config as alf_config
+
+    conf = tmp_path / "typo.gin"
+    conf.write_text('include "ppo_cart_pole.gin"\n\nPPOAlgorithm.gama = 0.9\n')
+    with pytest.raises(alf_config.ConfigError) as err:
+        alf_config.load_config(str(conf))
+    message = str(err.value)
+    assert "'gama'" in message and "Did you mean: gamma" in message
+    assert f'In file "{conf}", line 3' in message

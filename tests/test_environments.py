@@ -255,7 +255,7 @@ class _MultiDiscreteEnv(gym.Env):
 
 def test_multi_discrete_actions_can_be_stepped():
     vector_env = gym.vector.SyncVectorEnv([_MultiDiscreteEnv, _MultiDiscreteEnv])
-    env = GymnasiumEnvironment(vector_env, seed=0)
+    env = GymnasiumEnvironment(vector_env=vector_env, seed=0)
     try:
         env.reset()
         ts = env.step(torch.tensor([[2, 3], [0, 1]]))

@@ -21,7 +21,7 @@ def _ts(step_types, rewards):
 
 
 def test_returns_and_lengths_of_completed_episodes():
-    tracker = EpisodeTracker(3)
+    tracker = EpisodeTracker(batch_size=3)
     # env 0: F M M L F M L     -> episodes (1+2+3, 3), (10+20, 2)
     # env 1: F M M M M M M     -> none completed
     # env 2: F L F L F M M     -> (5, 1), (-1, 1); the reward at FIRST is ignored
@@ -54,7 +54,7 @@ def test_returns_and_lengths_of_completed_episodes():
 
 
 def test_first_step_resets_an_unfinished_episode():
-    tracker = EpisodeTracker(1)
+    tracker = EpisodeTracker(batch_size=1)
     tracker.update(_ts([F], [0.0]))
     tracker.update(_ts([M], [4.0]))
     tracker.update(_ts([F], [0.0]))  # e.g. an explicit reset

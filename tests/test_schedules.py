@@ -6,13 +6,13 @@ from alf.utils.schedules import ConstantSchedule, LinearSchedule, Schedule, as_s
 
 
 def test_constant_schedule():
-    schedule = ConstantSchedule(3)
+    schedule = ConstantSchedule(value=3)
     assert isinstance(schedule.value, float)
     assert [schedule(p) for p in (0.0, 0.5, 1.0, 7.0)] == [3.0] * 4
 
 
 def test_linear_schedule_interpolates_and_clamps():
-    schedule = LinearSchedule(1.0, 0.2)
+    schedule = LinearSchedule(start=1.0, end=0.2)
     assert schedule(0.0) == pytest.approx(1.0)
     assert schedule(0.5) == pytest.approx(0.6)
     assert schedule(1.0) == pytest.approx(0.2)
@@ -21,7 +21,7 @@ def test_linear_schedule_interpolates_and_clamps():
 
 
 def test_linear_schedule_defaults_to_decay_to_zero():
-    schedule = LinearSchedule(4.0)
+    schedule = LinearSchedule(start=4.0)
     assert schedule(0.25) == pytest.approx(3.0)
     assert schedule(1.0) == 0.0
 
@@ -29,7 +29,7 @@ def test_linear_schedule_defaults_to_decay_to_zero():
 def test_as_schedule_wraps_numbers_and_passes_schedules():
     wrapped = as_schedule(5)
     assert isinstance(wrapped, ConstantSchedule) and wrapped(0.9) == 5.0
-    linear = LinearSchedule(1.0)
+    linear = LinearSchedule(start=1.0)
     assert as_schedule(linear) is linear
 
 

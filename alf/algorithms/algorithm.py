@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import gin
 import torch
 import torch.nn as nn
 
@@ -14,6 +15,11 @@ from alf.utils.schedules import Schedule, as_schedule
 __all__ = ["Algorithm", "OptimizerCtor", "default_optimizer"]
 
 OptimizerCtor = Callable[..., torch.optim.Optimizer]
+
+
+for _name in ("Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam"):
+    # Lets configs name them: ``MyAlg.optimizer_ctor = @torch.optim.AdamW``.
+    gin.external_configurable(getattr(torch.optim, _name), module="torch.optim")
 
 
 def default_optimizer(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Optimizer:

@@ -22,8 +22,9 @@ class OnPolicyAlgorithm(RLAlgorithm):
     bootstraps). Steps
     whose action the environment ignored (LAST steps: the next step is a reset) are
     dropped, so losses are plain means. Then, for each epoch, the remaining steps are
-    split into shuffled mini-batches of ``mini_batch_size`` and each gets ``train_step`` +
-    ``calc_loss`` + ``update_with_gradient``. Stateless (feed-forward) algorithms only.
+    split into ``ceil(steps / mini_batch_size)`` shuffled mini-batches of nearly equal size
+    (every step is used) and each gets ``train_step`` + ``calc_loss`` +
+    ``update_with_gradient``. Stateless (feed-forward) algorithms only.
 
     Args:
         num_epochs: passes over each trajectory.
@@ -49,16 +50,19 @@ class OnPolicyAlgorithm(RLAlgorithm):
         if num_steps == 0:  # e.g. unroll_length 1 and every environment just ended
             self.after_train_iter()
             return summarize_updates([], 0)
-        batch = min(self.mini_batch_size or num_steps, num_steps)
+        # Every step is used each epoch: ceil(num_steps / mini_batch_size) mini-batches of
+        # (nearly) equal size, so no short tail batch skews the updates.
+        num_batches = -(-num_steps // min(self.mini_batch_size or num_steps, num_steps))
         stats: list[dict[str, torch.Tensor]] = []
         num_skipped = 0
         for _ in range(self.num_epochs):
             # With one mini-batch of everything, order does not matter: skip the shuffle.
-            order = torch.randperm(num_steps) if batch < num_steps else None
-            for start in range(0, num_steps - batch + 1, batch):
+            batches = (
+                torch.randperm(num_steps).tensor_split(num_batches) if num_batches > 1 else [None]
+            )
+            for index in batches:
                 mini = flat
-                if order is not None:
-                    index = order[start : start + batch]
+                if index is not None:
                     mini = nest.map_structure(lambda x, i=index: x[i], flat)
                 step = self.train_step(mini, (), mini.rollout_info)
                 loss_info = self.calc_loss(step.info)

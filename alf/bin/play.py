@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
+import numpy as np
 from absl import app, flags
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run.")
@@ -33,67 +35,110 @@ def _fail(message: str) -> None:
 def main(argv: list[str]) -> None:
     """Loads the run and plays it; see the module docstring."""
     del argv
+    import gymnasium
     import torch
 
     from alf import config as alf_config
-    from alf.environments import create_environment
+    from alf.environments import UnknownEnvironmentError, create_environment
     from alf.trainers import Checkpointer, CheckpointError, TrainerConfig, build_algorithm
     from alf.trainers.evaluator import Evaluator
     from alf.trainers.rl_trainer import CHECKPOINT_KEYS
 
     if not FLAGS.root_dir:
         _fail("--root_dir is required")
+    if FLAGS.num_episodes < 1:
+        _fail(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
     conf_path = os.path.join(root_dir, "config.gin")
     if not os.path.isfile(conf_path):
         _fail(f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?")
-    try:
-        with open(conf_path) as f:
-            alf_config.load_config_text(f.read())
-        if FLAGS.conf_param:
-            import gin
-
-            gin.parse_config(FLAGS.conf_param)
-        config = TrainerConfig()
-        checkpointer = Checkpointer(os.path.join(root_dir, "checkpoints"))
-        state = checkpointer.load(FLAGS.checkpoint_step, CHECKPOINT_KEYS)
-    except (alf_config.ConfigError, CheckpointError, ValueError) as err:
-        _fail(str(err))
-    if config.torch_num_threads:
-        torch.set_num_threads(config.torch_num_threads)
-    render_mode = "rgb_array" if FLAGS.record_file else None
-    if render_mode:
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # render off-screen
-    env = create_environment(num_parallel_environments=1, seed=FLAGS.seed, render_mode=render_mode)
-    algorithm = build_algorithm(config, env)
-    try:
-        algorithm.load_checkpoint_state(state["algorithm"])
-    except (RuntimeError, KeyError) as err:
-        _fail(f"checkpoint does not fit the run's config: {err}")
-
-    frames: list = []
-    recorder = None
     if FLAGS.record_file:
-        recorder = _FrameRecorder(env, frames)
-    evaluator = Evaluator(env=recorder or env, algorithm=algorithm, num_episodes=FLAGS.num_episodes)
-    result = evaluator.evaluate()
-    for i, (ret, length) in enumerate(zip(result.returns, result.lengths, strict=False)):
+        _check_video_dependencies()
+    writer = None
+    env = None
+    try:
+        try:
+            with open(conf_path) as f:
+                alf_config.load_config_text(f.read(), FLAGS.conf_param)
+            config = TrainerConfig()
+            state = Checkpointer(directory=os.path.join(root_dir, "checkpoints")).load(
+                FLAGS.checkpoint_step, CHECKPOINT_KEYS
+            )
+            if config.torch_num_threads:
+                torch.set_num_threads(config.torch_num_threads)
+            render_mode = "rgb_array" if FLAGS.record_file else None
+            env = create_environment(
+                num_parallel_environments=1, seed=FLAGS.seed, render_mode=render_mode
+            )
+            if FLAGS.record_file:
+                metadata = getattr(getattr(env, "gym_env", None), "metadata", {})
+                writer = _VideoWriter(FLAGS.record_file, fps=metadata.get("render_fps", 30))
+            algorithm = build_algorithm(config, env)
+            # Only the parameters: play needs no optimizer state.
+            algorithm.load_state_dict(state["algorithm"]["module"])
+        except (
+            alf_config.ConfigError,
+            CheckpointError,
+            UnknownEnvironmentError,
+            gymnasium.error.Error,
+            ValueError,
+            TypeError,
+        ) as err:
+            _fail(str(err))
+        except (RuntimeError, KeyError) as err:
+            _fail(f"checkpoint does not fit the run's config: {err}")
+
+        recorder = _FrameRecorder(env, writer) if writer else env
+        evaluator = Evaluator(env=recorder, algorithm=algorithm, num_episodes=FLAGS.num_episodes)
+        result = evaluator.evaluate()
+    finally:
+        if writer is not None:
+            writer.close()
+        if env is not None:
+            env.close()
+    for i, (ret, length) in enumerate(zip(result.returns, result.lengths, strict=True)):
         print(f"episode {i}: return {ret:.2f}, length {length}", flush=True)
-    if FLAGS.record_file:
-        _write_video(FLAGS.record_file, frames, env)
-        print(f"video: {FLAGS.record_file} ({len(frames)} frames)", flush=True)
-    env.close()
+    if writer is not None:
+        print(f"video: {FLAGS.record_file} ({writer.num_frames} frames)", flush=True)
     print(f"average_return: {result.average_return}", flush=True)
 
 
+class _VideoWriter:
+    """Appends frames to an mp4 as they are rendered (never holding them all in memory)."""
+
+    def __init__(self, path: str, fps: int) -> None:
+        import imageio.v2 as imageio
+
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._writer = imageio.get_writer(path, fps=fps, macro_block_size=1)
+        self.num_frames = 0
+
+    def append(self, frame: np.ndarray) -> None:
+        self._writer.append_data(frame)
+        self.num_frames += 1
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _check_video_dependencies() -> None:
+    """Fails before any episode is played if the video packages are missing."""
+    try:
+        import imageio  # noqa: F401
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        _fail("--record_file needs imageio and imageio-ffmpeg: pip install 'alf[all]'")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # render off-screen
+
+
 class _FrameRecorder:
-    """Forwards an environment and keeps the frame rendered after every reset/step."""
+    """Forwards an environment and writes the frame rendered after every reset/step."""
 
-    def __init__(self, env, frames: list) -> None:  # noqa: ANN001
+    def __init__(self, env: Any, writer: _VideoWriter) -> None:
         self._env = env
-        self._frames = frames
+        self._writer = writer
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)
 
     def _capture(self) -> None:
@@ -101,29 +146,17 @@ class _FrameRecorder:
         if isinstance(frame, tuple | list):
             frame = frame[0]
         if frame is not None:
-            self._frames.append(frame)
+            self._writer.append(frame)
 
-    def reset(self):  # noqa: ANN201
+    def reset(self) -> Any:
         time_step = self._env.reset()
         self._capture()
         return time_step
 
-    def step(self, action):  # noqa: ANN001, ANN201
+    def step(self, action: Any) -> Any:
         time_step = self._env.step(action)
         self._capture()
         return time_step
-
-
-def _write_video(path: str, frames: list, env) -> None:  # noqa: ANN001
-    try:
-        import imageio.v2 as imageio
-    except ImportError:
-        _fail("--record_file needs imageio and imageio-ffmpeg: pip install 'alf[all]'")
-    fps = env.gym_env.metadata.get("render_fps", 30) if hasattr(env, "gym_env") else 30
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with imageio.get_writer(path, fps=fps, macro_block_size=1) as writer:
-        for frame in frames:
-            writer.append_data(frame)
 
 
 def run() -> None:

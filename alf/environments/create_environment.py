@@ -15,6 +15,10 @@ from alf.environments.gymnasium_environment import GymnasiumEnvironment
 __all__ = ["UnknownEnvironmentError", "create_environment", "resolve_env_id"]
 
 
+VECTORIZATION_MODES = ("sync", "vector_entry_point")
+"""In-process Gymnasium vectorization modes ALF supports."""
+
+
 class UnknownEnvironmentError(ValueError):
     """An environment id that is not registered with Gymnasium."""
 
@@ -78,6 +82,10 @@ def create_environment(
     Returns:
         An :class:`AlfEnvironment` of batch size ``num_parallel_environments``.
     """
+    if vectorization_mode not in VECTORIZATION_MODES:
+        raise ValueError(
+            f"vectorization_mode must be one of {VECTORIZATION_MODES}, got '{vectorization_mode}'"
+        )
     env_id = resolve_env_id(env_name)
     if num_parallel_environments < 1:
         raise ValueError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
@@ -92,4 +100,4 @@ def create_environment(
         vectorization_mode=vectorization_mode,
         **kwargs,
     )
-    return GymnasiumEnvironment(vector_env, seed=seed)
+    return GymnasiumEnvironment(vector_env=vector_env, seed=seed)

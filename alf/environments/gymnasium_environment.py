@@ -17,8 +17,13 @@ __all__ = ["GymnasiumEnvironment"]
 
 
 def _to_tensor(array: Any, spec: Any) -> torch.Tensor:
-    tensor = torch.from_numpy(np.asarray(array))
+    # A copy: some vector envs reuse their output buffers between steps.
+    tensor = torch.from_numpy(np.array(array))
     return tensor if tensor.dtype == spec.dtype else tensor.to(spec.dtype)
+
+
+def _numpy_dtype(spec: Any) -> np.dtype:
+    return torch.empty((), dtype=spec.dtype).numpy().dtype
 
 
 class GymnasiumEnvironment(AlfEnvironment):
@@ -34,7 +39,7 @@ class GymnasiumEnvironment(AlfEnvironment):
         seed: seed of the first environment; environment ``i`` gets ``seed + i``.
     """
 
-    def __init__(self, vector_env: gym.vector.VectorEnv, seed: int | None = None) -> None:
+    def __init__(self, *, vector_env: gym.vector.VectorEnv, seed: int | None = None) -> None:
         mode = vector_env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
         if mode != gym.vector.AutoresetMode.NEXT_STEP:
             raise ValueError(f"ALF needs the NEXT_STEP autoreset mode, got {mode}")
@@ -45,7 +50,11 @@ class GymnasiumEnvironment(AlfEnvironment):
         self._action_spec = from_gym_space(vector_env.single_action_space)
         self._action_specs = nest.flatten(self._action_spec)
         self._action_bounds = [
-            (np.asarray(spec.minimum), np.asarray(spec.maximum)) for spec in self._action_specs
+            (
+                np.asarray(spec.minimum, dtype=_numpy_dtype(spec)),
+                np.asarray(spec.maximum, dtype=_numpy_dtype(spec)),
+            )
+            for spec in self._action_specs
         ]
         self._env_id = torch.arange(self._num_envs, dtype=torch.int64)
         self._first_next = np.ones(self._num_envs, dtype=bool)
@@ -105,7 +114,7 @@ class GymnasiumEnvironment(AlfEnvironment):
                 # Environments about to reset ignore their action: don't count those.
                 counted = outside.reshape(len(a), -1).any(1) & ~self._first_next
                 self.num_clipped_actions += int(counted.sum())
-                a = np.clip(a, low, high)
+                a = np.clip(a, low, high).astype(a.dtype, copy=False)
             arrays.append(a)
         np_action = nest.pack_sequence_as(self._action_spec, arrays)
         applied = nest.pack_sequence_as(self._action_spec, [torch.from_numpy(a) for a in arrays])
@@ -124,7 +133,10 @@ class GymnasiumEnvironment(AlfEnvironment):
         if first.any():
             keep = torch.from_numpy(~first)
             prev_action = nest.map_structure(
-                lambda a: a * keep.reshape(-1, *([1] * (a.dim() - 1))).to(a.dtype), applied
+                lambda a: torch.where(
+                    keep.reshape(-1, *([1] * (a.dim() - 1))), a, torch.zeros((), dtype=a.dtype)
+                ),
+                applied,
             )
         return TimeStep(
             step_type=torch.from_numpy(step_type.astype(np.int32)),

@@ -31,7 +31,7 @@ class Checkpointer:
         num_to_keep: how many of the newest checkpoints to keep.
     """
 
-    def __init__(self, directory: str, num_to_keep: int = 3) -> None:
+    def __init__(self, *, directory: str, num_to_keep: int = 3) -> None:
         if num_to_keep < 1:
             raise ValueError(f"num_to_keep must be >= 1, got {num_to_keep}")
         self.directory = directory

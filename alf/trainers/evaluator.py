@@ -59,7 +59,7 @@ class Evaluator:
         done = [0] * batch
         returns: list[float] = []
         lengths: list[int] = []
-        tracker = EpisodeTracker(batch)
+        tracker = EpisodeTracker(batch_size=batch)
         was_training = self.algorithm.training
         self.algorithm.eval()
         try:

@@ -96,7 +96,7 @@ class RLTrainer:
 
     def _build(self, config: TrainerConfig, root_dir: str) -> None:
         self.checkpointer = Checkpointer(
-            os.path.join(root_dir, "checkpoints"), num_to_keep=config.num_checkpoints
+            directory=os.path.join(root_dir, "checkpoints"), num_to_keep=config.num_checkpoints
         )
         resume_step = self.checkpointer.latest_step()
         # Read and check the checkpoint before building anything, so a bad one fails fast

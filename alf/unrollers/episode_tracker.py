@@ -19,7 +19,7 @@ class EpisodeTracker:
         batch_size: number of environments.
     """
 
-    def __init__(self, batch_size: int) -> None:
+    def __init__(self, *, batch_size: int) -> None:
         self._returns = np.zeros(batch_size, dtype=np.float64)
         self._lengths = np.zeros(batch_size, dtype=np.int64)
         self.completed_returns: list[float] = []

@@ -20,7 +20,8 @@ def reset_state_on_first(state: Any, step_type: torch.Tensor) -> Any:
     keep = step_type != StepType.FIRST
 
     def reset(s: torch.Tensor) -> torch.Tensor:
-        return s * keep.reshape(-1, *([1] * (s.dim() - 1))).to(s.dtype)
+        mask = keep.reshape(-1, *([1] * (s.dim() - 1)))
+        return torch.where(mask, s, torch.zeros((), dtype=s.dtype))
 
     return nest.map_structure(reset, state)
 
@@ -45,7 +46,7 @@ class SyncUnroller:
         self.env = env
         self.algorithm = algorithm
         self.unroll_length = unroll_length
-        self.episodes = EpisodeTracker(env.batch_size)
+        self.episodes = EpisodeTracker(batch_size=env.batch_size)
         self._row: Experience | None = None
         self._policy_step: AlgStep | None = None
 

@@ -22,7 +22,7 @@ class Schedule:
 class ConstantSchedule(Schedule):
     """Always ``value``."""
 
-    def __init__(self, value: float) -> None:
+    def __init__(self, *, value: float) -> None:
         self.value = float(value)
 
     def __call__(self, progress: float) -> float:
@@ -41,7 +41,7 @@ class LinearSchedule(Schedule):
         end: value at the end of the budget (default 0, i.e. linear decay).
     """
 
-    def __init__(self, start: float, end: float = 0.0) -> None:
+    def __init__(self, *, start: float, end: float = 0.0) -> None:
         self.start = float(start)
         self.end = float(end)
 
@@ -59,4 +59,4 @@ def as_schedule(value: float | Schedule) -> Schedule:
         return value
     if callable(value):
         raise TypeError(f"Expected a number or a Schedule, got {value!r}")
-    return ConstantSchedule(float(value))
+    return ConstantSchedule(value=float(value))
