@@ -14,7 +14,7 @@ import inspect
 import os
 import re
 import tokenize
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO
 
 import gin
@@ -149,25 +149,24 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
         if not os.path.isfile(conf_file):
             raise ConfigError(f"Config file not found: '{conf_file}'")
         conf_files = _check_includes(conf_file)
-        try:
-            gin.parse_config_file(os.path.abspath(conf_file))
-        except ImportError as err:
-            raise ConfigError(_import_hint(conf_file, err)) from err
-        except _GIN_ERRORS as err:
-            raise ConfigError(f"Invalid configuration (config file '{conf_file}'): {err}") from err
-    try:
-        gin.parse_config(list(conf_params))
-    except _GIN_ERRORS as err:
-        raise ConfigError(f"Invalid configuration (--conf_param): {err}") from err
+        path = os.path.abspath(conf_file)
+        _parse(lambda: gin.parse_config_file(path), f"config file '{conf_file}'")
+    _parse(lambda: gin.parse_config(list(conf_params)), "--conf_param")
     _check_parameter_names(conf_files, conf_params)
 
 
-def _import_hint(source: str, err: ImportError) -> str:
-    return (
-        f"Config '{source}' imports a module that cannot be imported ({err}). Make sure "
-        "the module is on PYTHONPATH (e.g. run from its directory with python -m, or "
-        "export PYTHONPATH=/path/to/dir)."
-    )
+def _parse(parse: Callable[[], object], source: str) -> None:
+    """Runs a gin parse, turning its errors into one clear :class:`ConfigError`."""
+    try:
+        parse()
+    except ImportError as err:
+        raise ConfigError(
+            f"{source} imports a module that cannot be imported ({err}). Make sure the "
+            "module is on PYTHONPATH (e.g. run from its directory with python -m, or "
+            "export PYTHONPATH=/path/to/dir)."
+        ) from err
+    except _GIN_ERRORS as err:
+        raise ConfigError(f"Invalid configuration ({source}): {err}") from err
 
 
 def _accepted_parameters(cls: type) -> set[str] | None:
@@ -234,16 +233,8 @@ def load_config_text(text: str, conf_params: Sequence[str] = ()) -> None:
     ``conf_params`` bindings, with the same checks as :func:`load_config`."""
     import_all_configurables()
     gin.clear_config()
-    try:
-        gin.parse_config(text)
-    except ImportError as err:
-        raise ConfigError(_import_hint("the saved config.gin", err)) from err
-    except _GIN_ERRORS as err:
-        raise ConfigError(f"Invalid saved configuration: {err}") from err
-    try:
-        gin.parse_config(list(conf_params))
-    except _GIN_ERRORS as err:
-        raise ConfigError(f"Invalid configuration (--conf_param): {err}") from err
+    _parse(lambda: gin.parse_config(text), "the saved config.gin")
+    _parse(lambda: gin.parse_config(list(conf_params)), "--conf_param")
     _check_parameter_names((), conf_params)
 
 
