@@ -23,6 +23,7 @@ __all__ = [
     "stack",
     "assert_same_structure",
     "batch_size",
+    "zero_rows",
 ]
 
 
@@ -70,3 +71,14 @@ def batch_size(nest: Nest) -> int:
         if isinstance(leaf, torch.Tensor) and leaf.dim() > 0:
             return leaf.shape[0]
     raise ValueError("The nest has no tensor with a batch dimension")
+
+
+def zero_rows(nest: Nest, keep: torch.Tensor) -> Nest:
+    """Sets row ``i`` of every ``[B, ...]`` tensor leaf to zero where ``keep[i]`` is False
+    (``torch.where``, so NaN or inf in a dropped row does not survive)."""
+
+    def zero(x: torch.Tensor) -> torch.Tensor:
+        mask = keep.reshape(-1, *([1] * (x.dim() - 1)))
+        return torch.where(mask, x, torch.zeros((), dtype=x.dtype))
+
+    return map_structure(zero, nest)

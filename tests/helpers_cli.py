@@ -71,12 +71,26 @@ def play_cmd(root: Path | str, *flags: str) -> list[str]:
     return [sys.executable, "-m", "alf.bin.play", f"--root_dir={root}", *flags]
 
 
-def run_cli(cmd: list[str], timeout: float = DEFAULT_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """Runs ``cmd`` to completion and returns it with text stdout/stderr."""
+def run_cli(
+    cmd: list[str],
+    timeout: float = DEFAULT_TIMEOUT_S,
+    *,
+    cwd: Path | str = REPO,
+    pythonpath: Path | str | None = None,
+) -> subprocess.CompletedProcess:
+    """Runs ``cmd`` to completion and returns it with text stdout/stderr.
+
+    ``pythonpath`` is prepended to ``PYTHONPATH`` (for configs importing user modules).
+    """
+    env = cli_env()
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p
+        )
     return subprocess.run(
         cmd,
-        cwd=REPO,
-        env=cli_env(),
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -136,6 +150,14 @@ def checkpoint_steps(root: Path) -> list[int]:
         return []
     found = (CKPT_RE.match(p.name) for p in directory.iterdir())
     return sorted(int(m.group(1)) for m in found if m)
+
+
+def played_average_return(proc: subprocess.CompletedProcess) -> float:
+    """The value of ``play``'s last stdout line, ``average_return: <float>``."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("average_return: "), proc.stdout
+    return float(last.split(": ")[1])
 
 
 def read_progress(root: Path) -> list[dict]:

@@ -2,45 +2,31 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
+from helpers_cli import (
+    CONF,
+    eval_records,
+    play_cmd,
+    played_average_return,
+    read_progress,
+    run_cli,
+    train_cmd,
+)
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "alf", "examples")
+EXAMPLES = CONF.parent
+TRAIN_TIMEOUT_S = 600
 
 
 def _train(conf: str, root_dir: str, *params: str) -> list[dict]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "alf.bin.train",
-        f"--conf={os.path.join(EXAMPLES, conf)}",
-        f"--root_dir={root_dir}",
-        *(f"--conf_param={p}" for p in params),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = run_cli(train_cmd(root_dir, *params, conf=EXAMPLES / conf), timeout=TRAIN_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(os.path.join(root_dir, "progress.jsonl")) as f:
-        records = [json.loads(line) for line in f]
-    return [r for r in records if "eval/average_return" in r]
+    return eval_records(read_progress(Path(root_dir)))
 
 
 def _play(root_dir: str, episodes: int = 10) -> float:
-    cmd = [
-        sys.executable,
-        "-m",
-        "alf.bin.play",
-        f"--root_dir={root_dir}",
-        f"--num_episodes={episodes}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("average_return: "), proc.stdout
-    return float(last.split(": ")[1])
+    return played_average_return(run_cli(play_cmd(root_dir, f"--num_episodes={episodes}")))
 
 
 @pytest.mark.slow

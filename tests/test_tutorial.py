@@ -8,10 +8,7 @@ reader would save them, so the page and these tests cannot drift apart.
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +16,14 @@ from types import ModuleType
 import gin
 import pytest
 import torch
+from helpers_cli import (
+    eval_records,
+    play_cmd,
+    played_average_return,
+    read_progress,
+    run_cli,
+    train_cmd,
+)
 
 from alf import config as alf_config
 from alf.data_structures import StepType
@@ -178,35 +183,20 @@ def test_cli_trains_cart_pole_to_195(tmp_path):
     tutorial.mkdir()
     _, conf_path = write_tutorial_files(tutorial)
     root_dir = tmp_path / "run"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tutorial), env.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run(
-        [sys.executable, "-m", "alf.bin.train", f"--conf={conf_path}", f"--root_dir={root_dir}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = run_cli(
+        train_cmd(root_dir, conf=conf_path), timeout=600, cwd=tmp_path, pythonpath=tutorial
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    with open(root_dir / "progress.jsonl") as f:
-        evals = [r for r in map(json.loads, f) if "eval/average_return" in r]
+    evals = eval_records(read_progress(root_dir))
     returns = [r["eval/average_return"] for r in evals]
     print(f"evaluation returns: {returns}; final at {evals[-1]['env_steps']} env steps")
     assert evals[-1]["env_steps"] >= 200_000, evals[-1]
     assert returns[-1] >= FINAL_RETURN_THRESHOLD, returns
 
     # play re-imports the module through the `import reinforce` line of config.gin.
-    proc = subprocess.run(
-        [sys.executable, "-m", "alf.bin.play", f"--root_dir={root_dir}", "--num_episodes=10"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = run_cli(
+        play_cmd(root_dir, "--num_episodes=10"), timeout=300, cwd=tmp_path, pythonpath=tutorial
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("average_return: "), proc.stdout
-    print(last)
-    assert float(last.split(": ")[1]) >= FINAL_RETURN_THRESHOLD
+    played = played_average_return(proc)
+    print(f"average_return: {played}")
+    assert played >= FINAL_RETURN_THRESHOLD

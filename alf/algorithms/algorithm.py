@@ -60,6 +60,7 @@ class Algorithm(nn.Module):
         self._lr_schedule = as_schedule(learning_rate)
         self._max_grad_norm = max_grad_norm
         self._optimizer: torch.optim.Optimizer | None = None
+        self._optimized: list[torch.Tensor] = []  # the optimizer's parameters, flattened
         self.num_skipped_updates = 0
 
     @property
@@ -68,6 +69,8 @@ class Algorithm(nn.Module):
         if self._optimizer is None:
             params = [p for p in self.trainable_parameters() if p.requires_grad]
             self._optimizer = self._optimizer_ctor(params, lr=self._lr_schedule(0.0))
+            groups = self._optimizer.param_groups
+            self._optimized = [p for group in groups for p in group["params"]]
         return self._optimizer
 
     def trainable_parameters(self) -> Iterable[nn.Parameter]:
@@ -99,7 +102,7 @@ class Algorithm(nn.Module):
             return {"skipped": 1.0}
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grads = [p.grad for p in self._optimized_params() if p.grad is not None]
+        grads = [p.grad for p in self._optimized if p.grad is not None]
         # One norm over the concatenated gradient: much cheaper than per-tensor norms
         # for the many small tensors of RL networks.
         if not grads:
@@ -113,12 +116,6 @@ class Algorithm(nn.Module):
             torch._foreach_mul_(grads, self._max_grad_norm / (float(grad_norm) + 1e-6))
         optimizer.step()
         return {"grad_norm": grad_norm.detach()}
-
-    def _optimized_params(self) -> list[torch.Tensor]:
-        if getattr(self, "_param_cache", None) is None:
-            groups = self.optimizer.param_groups
-            self._param_cache = [p for group in groups for p in group["params"]]
-        return self._param_cache
 
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything needed to resume: parameters, buffers and optimizer state."""

@@ -131,13 +131,7 @@ class GymnasiumEnvironment(AlfEnvironment):
         self._first_next = last
         prev_action = applied
         if first.any():
-            keep = torch.from_numpy(~first)
-            prev_action = nest.map_structure(
-                lambda a: torch.where(
-                    keep.reshape(-1, *([1] * (a.dim() - 1))), a, torch.zeros((), dtype=a.dtype)
-                ),
-                applied,
-            )
+            prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
         return TimeStep(
             step_type=torch.from_numpy(step_type.astype(np.int32)),
             reward=torch.from_numpy(reward.astype(np.float32)),

@@ -17,13 +17,9 @@ __all__ = ["SyncUnroller", "reset_state_on_first"]
 
 def reset_state_on_first(state: Any, step_type: torch.Tensor) -> Any:
     """Zeroes the recurrent state of the environments whose step is FIRST."""
-    keep = step_type != StepType.FIRST
-
-    def reset(s: torch.Tensor) -> torch.Tensor:
-        mask = keep.reshape(-1, *([1] * (s.dim() - 1)))
-        return torch.where(mask, s, torch.zeros((), dtype=s.dtype))
-
-    return nest.map_structure(reset, state)
+    if not nest.flatten(state):  # stateless: nothing to do on this per-step path
+        return state
+    return nest.zero_rows(state, step_type != StepType.FIRST)
 
 
 class SyncUnroller:
