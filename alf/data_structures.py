@@ -119,3 +119,20 @@ class LossInfo(NamedTuple):
 
     loss: torch.Tensor
     extra: Mapping[str, torch.Tensor] = MappingProxyType({})
+
+
+class BatchInfo(NamedTuple):
+    """Where a batch sampled from a replay buffer came from.
+
+    Attributes:
+        env_ids: ``[B]`` int64 environment of each sampled sequence.
+        positions: ``[B]`` int64 absolute position (the number of steps that environment
+            had added before it) of the first step of each sequence; with ``env_ids`` it
+            names the sequence for :meth:`ReplayBuffer.update_priority`.
+        importance_weights: ``[B]`` float32 weights that correct prioritized sampling
+            (all ones for uniform sampling).
+    """
+
+    env_ids: torch.Tensor
+    positions: torch.Tensor
+    importance_weights: torch.Tensor
