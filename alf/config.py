@@ -126,6 +126,7 @@ def import_all_configurables() -> None:
     import alf.algorithms  # noqa: F401
     import alf.environments  # noqa: F401
     import alf.networks  # noqa: F401
+    import alf.replay_buffers  # noqa: F401
     import alf.trainers  # noqa: F401
     import alf.utils.schedules  # noqa: F401
 

@@ -68,7 +68,11 @@ class AlgStep(NamedTuple):
 
 
 class Experience(NamedTuple):
-    """One step of experience as stored by unrollers and replay buffers."""
+    """One step of experience as stored by unrollers and replay buffers.
+
+    ``batch_info`` is filled only on batches sampled from a replay buffer
+    (a :class:`BatchInfo`); it is never stored.
+    """
 
     step_type: torch.Tensor
     reward: torch.Tensor
@@ -79,6 +83,7 @@ class Experience(NamedTuple):
     action: Any
     rollout_info: Any = ()
     state: Any = ()
+    batch_info: Any = ()
 
     @staticmethod
     def from_time_step(
@@ -115,10 +120,13 @@ class LossInfo(NamedTuple):
     Attributes:
         loss: scalar tensor to minimise.
         extra: dict of named scalar tensors reported in summaries (e.g. ``pg_loss``).
+        priority: optional ``[B]`` new priorities of the sampled sequences (e.g. absolute
+            TD errors) for prioritized replay; ``()`` when the algorithm gives none.
     """
 
     loss: torch.Tensor
     extra: Mapping[str, torch.Tensor] = MappingProxyType({})
+    priority: Any = ()
 
 
 class BatchInfo(NamedTuple):

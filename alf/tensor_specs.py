@@ -10,7 +10,13 @@ import torch
 
 from alf import nest
 
-__all__ = ["TensorSpec", "BoundedTensorSpec", "from_gym_space", "zeros_from_spec"]
+__all__ = [
+    "TensorSpec",
+    "BoundedTensorSpec",
+    "from_gym_space",
+    "sample_uniform",
+    "zeros_from_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -132,3 +138,22 @@ def from_gym_space(space: gym.Space) -> nest.Nest:
 def zeros_from_spec(spec: nest.Nest, outer_dims: tuple[int, ...] = ()) -> nest.Nest:
     """A nest of zero tensors shaped by ``spec`` with leading ``outer_dims``."""
     return nest.map_structure(lambda s: s.zeros(outer_dims), spec)
+
+
+def sample_uniform(spec: nest.Nest, batch_size: int) -> nest.Nest:
+    """``[batch_size, ...]`` values drawn uniformly from a nest of bounded specs
+    (integers and floats in ``[minimum, maximum]``; a float draw may round to the
+    maximum)."""
+
+    def draw(s: BoundedTensorSpec) -> torch.Tensor:
+        shape = (batch_size, *s.shape)
+        low = torch.as_tensor(np.asarray(s.minimum), dtype=torch.float64).expand(s.shape)
+        high = torch.as_tensor(np.asarray(s.maximum), dtype=torch.float64).expand(s.shape)
+        if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+            raise ValueError(f"Cannot sample uniformly from unbounded {s}")
+        u = torch.rand(shape, dtype=torch.float64)
+        if s.is_discrete:
+            return (low + torch.floor(u * (high - low + 1))).clamp(max=high).to(s.dtype)
+        return (low + u * (high - low)).to(s.dtype)
+
+    return nest.map_structure(draw, spec)

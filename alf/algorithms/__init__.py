@@ -2,14 +2,24 @@
 
 from alf.algorithms.actor_critic import ActorCriticAlgorithm
 from alf.algorithms.algorithm import Algorithm
+from alf.algorithms.ddpg import DdpgAlgorithm
+from alf.algorithms.dqn import DqnAlgorithm
+from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.algorithms.ppo import PPOAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.algorithms.sac import SacAlgorithm
+from alf.algorithms.td3 import Td3Algorithm
 
 __all__ = [
     "ActorCriticAlgorithm",
     "Algorithm",
+    "DdpgAlgorithm",
+    "DqnAlgorithm",
+    "OffPolicyAlgorithm",
     "OnPolicyAlgorithm",
     "PPOAlgorithm",
     "RLAlgorithm",
+    "SacAlgorithm",
+    "Td3Algorithm",
 ]

@@ -12,8 +12,10 @@ import torch
 from absl import logging
 
 from alf import config as alf_config
+from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.environments import AlfEnvironment, create_environment
+from alf.replay_buffers.offline import load_offline_buffers
 from alf.trainers.checkpointer import Checkpointer, CheckpointError
 from alf.trainers.evaluator import EvalResult, Evaluator
 from alf.trainers.run_lock import RunDirLock
@@ -124,9 +126,8 @@ class RLTrainer:
             self.evaluator = Evaluator(
                 env=self.eval_env, algorithm=self.algorithm, num_episodes=config.num_eval_episodes
             )
-        self.unroller = SyncUnroller(
-            env=self.env, algorithm=self.algorithm, unroll_length=config.unroll_length
-        )
+        self.off_policy = isinstance(self.algorithm, OffPolicyAlgorithm)
+        self._setup_unroll_and_replay(config)
         if resume_state is not None:
             # After the environments are built (a bad env id is the clearer error), and
             # before anything in root_dir is written.
@@ -138,6 +139,68 @@ class RLTrainer:
         # to a run that is being redone: drop them.
         self.summary = SummaryLogger(root_dir, purge_step=self.iteration + 1)
         self._write_config(alf_config.config_str())
+
+    def _setup_unroll_and_replay(self, config: TrainerConfig) -> None:
+        if not self.off_policy:
+            if config.unroll_length != int(config.unroll_length):
+                raise ValueError(
+                    f"TrainerConfig.unroll_length={config.unroll_length}: fractional unroll "
+                    "lengths need an off-policy algorithm"
+                )
+            for name in ("initial_collect_steps", "offline_buffer_dir"):
+                if getattr(config, name):
+                    raise ValueError(f"TrainerConfig.{name} needs an off-policy algorithm")
+        self.unroller = SyncUnroller(
+            env=self.env,
+            algorithm=self.algorithm,
+            unroll_length=max(1, int(config.unroll_length)),
+        )
+        if not self.off_policy:
+            return
+        self.algorithm.build_replay_buffer(num_envs=self.env.batch_size)
+        if config.offline_buffer_dir:
+            dirs = config.offline_buffer_dir
+            dirs = [dirs] if isinstance(dirs, str) else list(dirs)
+            buffers = load_offline_buffers(dirs, self.algorithm.replay_buffer.data_spec)
+            self.algorithm.set_offline_buffers(buffers, config.offline_fraction)
+        elif config.offline_fraction >= 1.0:
+            raise ValueError("TrainerConfig.offline_fraction=1.0 needs offline_buffer_dir")
+
+    @property
+    def offline_only(self) -> bool:
+        """Whether training uses offline data alone (no environment steps)."""
+        return self.off_policy and self.config.offline_fraction >= 1.0 and bool(
+            self.config.offline_buffer_dir
+        )
+
+    def _steps_this_iteration(self) -> int:
+        """Environment steps per environment of the coming iteration (a fractional
+        ``unroll_length`` spreads steps evenly over iterations)."""
+        if self.offline_only:
+            return 0
+        length = self.config.unroll_length
+        if length == int(length):
+            return int(length)
+        i = self.iteration
+        return int((i + 1) * length) - int(i * length)
+
+    def _train_iteration(self) -> tuple[dict[str, float], int]:
+        """Collects and trains once; returns the statistics and the env steps taken."""
+        num_steps = self._steps_this_iteration()
+        if not self.off_policy:
+            experience = self.unroller.unroll()
+            return self.algorithm.train_from_unroll(experience), self.unroller.steps_per_unroll
+        algorithm: OffPolicyAlgorithm = self.algorithm
+        if num_steps:
+            self.unroller.random_actions = self.env_steps < self.config.initial_collect_steps
+            experience = self.unroller.unroll(num_steps)
+            algorithm.observe_for_replay(self.unroller.new_rows(experience))
+        env_steps = num_steps * self.env.batch_size
+        stored = algorithm.replay_buffer.total_size
+        ready = self.offline_only or stored >= self.config.initial_collect_steps
+        if ready and algorithm.can_train():
+            return algorithm.train_from_replay(), env_steps
+        return {}, env_steps
 
     # ----------------------------------------------------------------- state
     def _check_config(self, state: dict[str, Any], path: str) -> None:
@@ -162,6 +225,10 @@ class RLTrainer:
         self.wall_time_s = float(state.get("wall_time_s", self.train_time_s))
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
+        if self.off_policy and "replay_buffer" in state:
+            buffer = self.algorithm.replay_buffer
+            if buffer.enable_checkpoint:
+                buffer.load_checkpoint_state(state["replay_buffer"])
         logging.info(
             "Resumed from %s (iteration %d, %d env steps)", path, self.iteration, self.env_steps
         )
@@ -178,6 +245,8 @@ class RLTrainer:
             "bindings": alf_config.current_bindings(),
             "algorithm": self.algorithm.checkpoint_state(),
         }
+        if self.off_policy and self.algorithm.replay_buffer.enable_checkpoint:
+            state["replay_buffer"] = self.algorithm.replay_buffer.checkpoint_state()
         return self.checkpointer.save(self.iteration, state)
 
     def _write_config(self, text: str) -> None:
@@ -257,13 +326,12 @@ class RLTrainer:
             while not self._finished() and not self._stop_requested:
                 self.algorithm.set_progress(self.progress())
                 tick = time.perf_counter()
-                experience = self.unroller.unroll()
-                stats = self.algorithm.train_from_unroll(experience)
+                stats, steps = self._train_iteration()
                 elapsed = time.perf_counter() - tick
                 self.iteration += 1
-                self.env_steps += self.unroller.steps_per_unroll
+                self.env_steps += steps
                 self.train_time_s += elapsed
-                window_steps += self.unroller.steps_per_unroll
+                window_steps += steps
                 window_time += elapsed
                 returns, lengths = self.unroller.episodes.pop_completed()
                 recent_returns.extend(returns)

@@ -41,7 +41,9 @@ class TrainerConfig:
     Attributes:
         algorithm_ctor: called as ``algorithm_ctor(observation_spec=..., action_spec=...)``,
             e.g. ``@PPOAlgorithm``.
-        unroll_length: environment steps per environment per training iteration.
+        unroll_length: environment steps per environment per training iteration. For
+            off-policy algorithms it may be fractional: 0.25 steps the environments once
+            every 4 iterations (so each step gets 4 training iterations of updates).
         num_iterations: stop after this many iterations (0: no limit).
         num_env_steps: stop after this many training environment steps (0: no limit).
             At least one of the two budgets must be set.
@@ -64,10 +66,19 @@ class TrainerConfig:
         allow_config_change: on resume, accept a config whose bindings differ from the
             ones the checkpoint was written with. Without it, only the settings listed in
             :data:`RESUMABLE_SETTINGS` (budget, intervals, threads...) may change.
+        initial_collect_steps: off-policy only: the first this many environment steps
+            take uniformly random actions, and training starts once the replay buffer
+            holds this many steps.
+        offline_buffer_dir: off-policy only: the ``root_dir`` (or a list of them) of
+            earlier runs trained with ``ReplayBuffer.enable_checkpoint=True``; the replay
+            buffers in their newest checkpoints are loaded as offline data.
+        offline_fraction: the fraction of every mini-batch drawn from the offline data;
+            1.0 trains on the offline data alone, without stepping the environments
+            (then set the budget with ``num_iterations``).
     """
 
     algorithm_ctor: Callable | None = None
-    unroll_length: int = 8
+    unroll_length: float = 8
     num_iterations: int = 0
     num_env_steps: int = 0
     random_seed: int = 0
@@ -82,6 +93,9 @@ class TrainerConfig:
     torch_num_threads: int | None = None
     max_consecutive_skipped_iterations: int = 10
     allow_config_change: bool = False
+    initial_collect_steps: int = 0
+    offline_buffer_dir: str | list[str] | None = None
+    offline_fraction: float = 0.5
 
     def __post_init__(self) -> None:
         if self.algorithm_ctor is None:
@@ -93,8 +107,18 @@ class TrainerConfig:
             raise ValueError(
                 "Set a budget: TrainerConfig.num_iterations or TrainerConfig.num_env_steps"
             )
+        if not self.unroll_length > 0:
+            raise ValueError(f"TrainerConfig.unroll_length must be > 0, got {self.unroll_length}")
+        if not 0.0 < self.offline_fraction <= 1.0:
+            raise ValueError(
+                f"TrainerConfig.offline_fraction must be in (0, 1], got {self.offline_fraction}"
+            )
+        if self.initial_collect_steps < 0:
+            raise ValueError(
+                "TrainerConfig.initial_collect_steps must be >= 0, got "
+                f"{self.initial_collect_steps}"
+            )
         for name in (
-            "unroll_length",
             "summary_interval",
             "checkpoint_interval",
             "num_checkpoints",

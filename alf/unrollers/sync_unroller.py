@@ -10,6 +10,7 @@ from alf import nest
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, Experience, StepType, TimeStep
 from alf.environments.alf_environment import AlfEnvironment
+from alf.tensor_specs import sample_uniform
 from alf.unrollers.episode_tracker import EpisodeTracker
 
 __all__ = ["SyncUnroller", "reset_state_on_first"]
@@ -29,6 +30,12 @@ class SyncUnroller:
     the step reached after the last action, with the algorithm's response to it; that
     response is really taken, as the first row of the next call, so consecutive
     trajectories overlap by one row and no computation is wasted.
+    :meth:`new_rows` drops that repeated row (for replay buffers, which store each step
+    once).
+
+    With :attr:`random_actions` set, actions are drawn uniformly from the action space
+    instead (the algorithm's ``rollout_step`` still runs, for its state and info): the
+    initial collection of off-policy training.
 
     Args:
         env: the batched environment.
@@ -45,6 +52,8 @@ class SyncUnroller:
         self.episodes = EpisodeTracker(batch_size=env.batch_size)
         self._row: Experience | None = None
         self._policy_step: AlgStep | None = None
+        self._first_row_is_new = True
+        self.random_actions = False
 
     @property
     def steps_per_unroll(self) -> int:
@@ -54,13 +63,19 @@ class SyncUnroller:
     def _respond(self, time_step: TimeStep, state: Any) -> Experience:
         state = reset_state_on_first(state, time_step.step_type)
         self._policy_step = self.algorithm.rollout_step(time_step, state)
+        if self.random_actions:
+            action = sample_uniform(self.env.action_spec(), self.env.batch_size)
+            self._policy_step = self._policy_step._replace(output=action)
         return Experience.from_time_step(
             time_step, self._policy_step.output, self._policy_step.info, state
         )
 
     @torch.no_grad()
-    def unroll(self) -> Experience:
-        """Runs ``unroll_length`` steps and returns the ``[T + 1, B]`` trajectory."""
+    def unroll(self, num_steps: int | None = None) -> Experience:
+        """Runs ``num_steps`` (default ``unroll_length``) steps and returns the
+        ``[num_steps + 1, B]`` trajectory."""
+        num_steps = self.unroll_length if num_steps is None else num_steps
+        self._first_row_is_new = self._row is None
         if self._row is None:
             time_step = self.env.reset()
             self.episodes.update(time_step)
@@ -69,12 +84,19 @@ class SyncUnroller:
             )
             self._row = self._respond(time_step, state)
         rows = [self._row]
-        for _ in range(self.unroll_length):
+        for _ in range(num_steps):
             time_step = self.env.step(self._policy_step.output)
             self.episodes.update(time_step)
             rows.append(self._respond(time_step, self._policy_step.state))
         self._row = rows[-1]
         return nest.stack(rows)
+
+    def new_rows(self, exp: Experience) -> Experience:
+        """The rows of :meth:`unroll`'s last result not returned by an earlier call
+        (all but the first, except on the first call)."""
+        if self._first_row_is_new:
+            return exp
+        return nest.map_structure(lambda x: x[1:], exp)
 
     def close(self) -> None:
         """Closes the environment."""

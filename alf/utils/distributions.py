@@ -38,13 +38,17 @@ def diag_normal(loc: torch.Tensor, scale: torch.Tensor, event_dims: int = 1) -> 
     return td.Independent(normal, event_dims, validate_args=False)
 
 
-class SquashedNormal(td.TransformedDistribution):
+class SquashedNormal(td.Distribution):
     """A diagonal Normal pushed through ``tanh`` and scaled to ``[low, high]``.
 
+    Written directly rather than as a ``TransformedDistribution``, whose construction
+    alone costs about 0.2 ms on CPU (SAC builds two of these per update).
     ``log_prob`` inverts the squashing with the pre-image clamped just inside
     ``(-1, 1)``, so the log-probability of a stored action that float32 rounded onto a
-    bound stays finite. ``entropy()`` is the entropy of the underlying Normal (the
-    squashed entropy has no closed form), the usual choice for an entropy bonus.
+    bound stays finite; :meth:`rsample_with_log_prob` needs no inversion at all.
+    ``entropy()`` is the entropy of the underlying Normal (the squashed entropy has no
+    closed form), the usual choice for an entropy bonus. Samples and modes are clamped
+    to the bounds (``mid + half * tanh`` can round one ulp past them).
 
     Args:
         loc, scale: parameters of the Normal, shaped ``[B, *event_shape]``.
@@ -53,6 +57,8 @@ class SquashedNormal(td.TransformedDistribution):
     """
 
     _EPS = 1e-6
+    arg_constraints: dict = {}
+    has_rsample = True
 
     def __init__(
         self,
@@ -62,32 +68,57 @@ class SquashedNormal(td.TransformedDistribution):
         high: torch.Tensor,
         event_dims: int = 1,
     ) -> None:
-        self.base_normal = diag_normal(loc, scale, event_dims)
+        self.loc, self.scale = loc, scale
+        self._low, self._high = low, high
         self._mid = (high + low) / 2
         self._half = (high - low) / 2
         self._event_dims = event_dims
-        transforms = [
-            td.TanhTransform(),
-            td.AffineTransform(self._mid, self._half, event_dim=event_dims),
-        ]
-        super().__init__(self.base_normal, transforms, validate_args=False)
+        split = loc.dim() - event_dims
+        super().__init__(loc.shape[:split], loc.shape[split:], validate_args=False)
+
+    @property
+    def base_normal(self) -> td.Distribution:
+        """The Normal before squashing."""
+        return diag_normal(self.loc, self.scale, self._event_dims)
 
     def _sum_event(self, x: torch.Tensor) -> torch.Tensor:
         return x.sum(dim=tuple(range(-self._event_dims, 0))) if self._event_dims else x
 
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        squashed = ((value - self._mid) / self._half).clamp(-1 + self._EPS, 1 - self._EPS)
-        pre_image = torch.atanh(squashed)
+    def _squash(self, x: torch.Tensor) -> torch.Tensor:
+        y = self._mid + self._half * torch.tanh(x)
+        return torch.maximum(torch.minimum(y, self._high), self._low)
+
+    def _log_prob_of_pre_image(self, pre_image: torch.Tensor) -> torch.Tensor:
+        z = (pre_image - self.loc) / self.scale
+        normal = -0.5 * z * z - torch.log(self.scale) - 0.5 * math.log(2 * math.pi)
         # log |dy/dx| of y = mid + half * tanh(x), with log(1 - tanh(x)^2) written stably.
         log_det = torch.log(self._half) + 2 * (math.log(2) - pre_image - F.softplus(-2 * pre_image))
-        return self.base_normal.log_prob(pre_image) - self._sum_event(log_det)
+        return self._sum_event(normal - log_det)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        squashed = ((value - self._mid) / self._half).clamp(-1 + self._EPS, 1 - self._EPS)
+        return self._log_prob_of_pre_image(torch.atanh(squashed))
+
+    def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        shape = self._extended_shape(sample_shape)
+        return self._squash(self.loc + self.scale * torch.randn(shape, dtype=self.loc.dtype))
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample_with_log_prob(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample and its log-probability, computed from the pre-image
+        (no ``atanh``, so it is exact even where ``tanh`` rounds to +-1)."""
+        pre_image = self.loc + self.scale * torch.randn_like(self.loc)
+        return self._squash(pre_image), self._log_prob_of_pre_image(pre_image)
 
     def entropy(self) -> torch.Tensor:
-        return self.base_normal.entropy()
+        return self._sum_event(0.5 + 0.5 * math.log(2 * math.pi) + torch.log(self.scale))
 
     @property
     def mode(self) -> torch.Tensor:
-        return self._mid + self._half * torch.tanh(self.base_normal.mean)
+        return self._squash(self.loc)
 
 
 def distribution_mode(dist: td.Distribution) -> torch.Tensor:

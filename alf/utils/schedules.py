@@ -34,23 +34,29 @@ class ConstantSchedule(Schedule):
 
 @configurable
 class LinearSchedule(Schedule):
-    """Moves linearly from ``start`` at progress 0 to ``end`` at progress 1.
+    """Moves linearly from ``start`` at progress 0 to ``end`` at progress ``until``,
+    then stays at ``end``.
 
     Args:
         start: value at the start of training.
-        end: value at the end of the budget (default 0, i.e. linear decay).
+        end: value at the end of the ramp (default 0, i.e. linear decay).
+        until: progress (fraction of the budget) at which ``end`` is reached; e.g. 0.1
+            for an exploration rate that decays over the first tenth of the run.
     """
 
-    def __init__(self, *, start: float, end: float = 0.0) -> None:
+    def __init__(self, *, start: float, end: float = 0.0, until: float = 1.0) -> None:
+        if not 0.0 < until <= 1.0:
+            raise ValueError(f"LinearSchedule.until must be in (0, 1], got {until}")
         self.start = float(start)
         self.end = float(end)
+        self.until = float(until)
 
     def __call__(self, progress: float) -> float:
-        progress = min(max(progress, 0.0), 1.0)
+        progress = min(max(progress / self.until, 0.0), 1.0)
         return self.start + (self.end - self.start) * progress
 
     def __repr__(self) -> str:
-        return f"LinearSchedule({self.start}, {self.end})"
+        return f"LinearSchedule({self.start}, {self.end}, until={self.until})"
 
 
 def as_schedule(value: float | Schedule) -> Schedule:

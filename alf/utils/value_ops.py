@@ -1,4 +1,5 @@
-"""Value targets over time-major trajectories: GAE advantages and lambda-returns.
+"""Value targets over time-major trajectories: GAE advantages, lambda-returns and
+n-step returns.
 
 A trajectory of ``T + 1`` rows holds time steps ``0..T``: row ``t`` carries the reward
 and discount of *arriving* at step ``t``, and the value of its observation. Targets are
@@ -13,7 +14,7 @@ import torch
 
 from alf.data_structures import StepType
 
-__all__ = ["generalized_advantage_estimation", "valid_mask"]
+__all__ = ["generalized_advantage_estimation", "n_step_return", "valid_mask"]
 
 
 def valid_mask(step_type: torch.Tensor) -> torch.Tensor:
@@ -52,3 +53,44 @@ def generalized_advantage_estimation(
         advantages[t] = acc
     advantages = advantages * valid
     return advantages, advantages + values[:-1] * valid
+
+
+def n_step_return(
+    *,
+    rewards: torch.Tensor,
+    discounts: torch.Tensor,
+    step_types: torch.Tensor,
+    values: torch.Tensor,
+    gamma: float,
+) -> torch.Tensor:
+    """The n-step return target of row 0 of ``[n+1, B]`` sampled sequences.
+
+    ``G = sum_{k=1..m} gamma^(k-1) (prod_{j<k} d_j) r_k + gamma^m (prod_{j<=m} d_j) V_m``
+    where ``m`` is ``n``, or the first ``k >= 1`` whose step is LAST: the return stops at
+    the end of the episode, bootstrapping from the final observation when the episode
+    was truncated (discount 1) and not at all when it terminated (discount 0). Row 0
+    must not be LAST (such a row starts no transition; mask it out of the loss).
+
+    Args:
+        rewards, discounts, step_types: ``[n+1, B]`` as stored (row ``k`` holds the
+            reward and discount of arriving at step ``k``).
+        values: ``[n+1, B]`` bootstrap values of each row's observation (row 0 unused).
+        gamma: discount factor.
+
+    Returns:
+        ``[B]`` targets.
+    """
+    n = rewards.shape[0] - 1
+    if n < 1:
+        raise ValueError("n_step_return needs sequences of at least 2 steps")
+    ret = torch.zeros_like(rewards[0])
+    scale = torch.ones_like(rewards[0])
+    target = torch.zeros_like(rewards[0])
+    done = torch.zeros_like(rewards[0], dtype=torch.bool)
+    for k in range(1, n + 1):
+        ret = torch.where(done, ret, ret + scale * rewards[k])
+        scale = torch.where(done, scale, scale * gamma * discounts[k])
+        end = ~done & ((step_types[k] == StepType.LAST) | (k == n))
+        target = torch.where(end, ret + scale * values[k], target)
+        done = done | end
+    return target

@@ -1,0 +1,150 @@
+"""DQN with double-Q targets, n-step returns, a Huber loss and epsilon-greedy rollouts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from alf import nest
+from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm, masked_mean, valid_transitions
+from alf.algorithms.sac import rest_rows
+from alf.config import configurable
+from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+from alf.networks import QNetwork
+from alf.utils.schedules import LinearSchedule, Schedule, as_schedule
+from alf.utils.target_update import TargetUpdater, make_target
+from alf.utils.value_ops import n_step_return
+
+__all__ = ["DqnAlgorithm", "DqnInfo"]
+
+
+class DqnInfo(NamedTuple):
+    """What :meth:`DqnAlgorithm.train_step` hands to ``calc_loss``."""
+
+    q: torch.Tensor
+    target: torch.Tensor
+    valid: torch.Tensor
+    weights: torch.Tensor
+
+
+@configurable
+class DqnAlgorithm(OffPolicyAlgorithm):
+    """Deep Q-learning for a scalar discrete action space.
+
+    Rollouts are epsilon-greedy with ``epsilon_greedy`` (a number or a
+    :class:`Schedule` of training progress); evaluation is greedy. Targets are n-step
+    returns (``n = mini_batch_length - 1``) bootstrapped from the target network's value
+    of the online network's greedy action (double DQN, or the target network's own
+    maximum with ``double_q=False``). The loss is the Huber loss of the TD error.
+
+    Args:
+        observation_spec: nest of specs of one observation.
+        action_spec: scalar discrete spec of one action.
+        q_network_ctor: builds ``Q(s, .)``.
+        gamma: discount factor.
+        reward_scale: rewards are multiplied by this in the targets.
+        epsilon_greedy: exploration rate of rollouts.
+        double_q: use double-DQN targets.
+        huber_delta: where the Huber loss turns from quadratic to linear.
+        target_update_tau, target_update_period: see :class:`TargetUpdater` (by default
+            a hard copy every 500 updates).
+        **kwargs: :class:`OffPolicyAlgorithm` and :class:`Algorithm` arguments.
+    """
+
+    def __init__(
+        self,
+        *,
+        observation_spec: Any,
+        action_spec: Any,
+        q_network_ctor: Callable[..., nn.Module] = QNetwork,
+        gamma: float = 0.99,
+        reward_scale: float = 1.0,
+        epsilon_greedy: float | Schedule = LinearSchedule(start=1.0, end=0.05, until=0.1),
+        double_q: bool = True,
+        huber_delta: float = 1.0,
+        target_update_tau: float = 1.0,
+        target_update_period: int = 500,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
+        self.q_network = q_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        self.target_q_network = make_target(self.q_network)
+        self.gamma = gamma
+        self.reward_scale = reward_scale
+        self._epsilon_schedule = as_schedule(epsilon_greedy)
+        self.epsilon = self._epsilon_schedule(0.0)
+        self.double_q = double_q
+        self.huber_delta = huber_delta
+        self._update_targets = TargetUpdater(
+            sources=[self.q_network],
+            targets=[self.target_q_network],
+            tau=target_update_tau,
+            period=target_update_period,
+        )
+
+    def set_progress(self, progress: float) -> None:
+        super().set_progress(progress)
+        self.epsilon = self._epsilon_schedule(progress)
+
+    def _q(self, observation: Any) -> torch.Tensor:
+        return self.q_network(observation)[:, 0]
+
+    def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        return AlgStep(output=self._q(time_step.observation).argmax(-1), state=state)
+
+    def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
+        q = self._q(time_step.observation)
+        greedy = q.argmax(-1)
+        explore = torch.rand(greedy.shape) < self.epsilon
+        random = torch.randint(0, q.shape[-1], greedy.shape)
+        return AlgStep(output=torch.where(explore, random, greedy), state=state)
+
+    @torch.no_grad()
+    def _target(self, exp: Experience) -> torch.Tensor:
+        obs, n = rest_rows(exp)
+        target_q = self.target_q_network(obs)[:, 0]
+        if self.double_q:
+            best = self._q(obs).argmax(-1, keepdim=True)
+            values = target_q.gather(-1, best).squeeze(-1)
+        else:
+            values = target_q.max(-1).values
+        values = values.reshape(n, -1)
+        return n_step_return(
+            rewards=exp.reward * self.reward_scale,
+            discounts=exp.discount,
+            step_types=exp.step_type,
+            values=torch.cat([torch.zeros_like(values[:1]), values]),
+            gamma=self.gamma,
+        )
+
+    def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
+        target = self._target(exp)
+        obs = nest.map_structure(lambda x: x[0], exp.observation)
+        q = self._q(obs).gather(-1, exp.action[0].long().unsqueeze(-1)).squeeze(-1)
+        info = DqnInfo(
+            q=q,
+            target=target,
+            valid=valid_transitions(exp),
+            weights=exp.batch_info.importance_weights,
+        )
+        return AlgStep(state=state, info=info)
+
+    def calc_loss(self, info: DqnInfo) -> LossInfo:
+        td_loss = F.huber_loss(info.q, info.target, reduction="none", delta=self.huber_delta)
+        loss = masked_mean(td_loss * info.weights, info.valid)
+        return LossInfo(
+            loss=loss,
+            extra={
+                "td_loss": loss.detach(),
+                "q_value": masked_mean(info.q.detach(), info.valid),
+                "epsilon": torch.tensor(self.epsilon),
+            },
+            priority=(info.q - info.target).detach().abs(),
+        )
+
+    def after_update(self) -> None:
+        self._update_targets()

@@ -1,0 +1,220 @@
+"""``OffPolicyAlgorithm``: learns from sequences sampled out of a replay buffer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.func import functional_call
+
+from alf import nest
+from alf.algorithms.on_policy_algorithm import summarize_updates
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import BatchInfo, Experience, StepType, TimeStep
+from alf.replay_buffers import ReplayBuffer
+from alf.tensor_specs import TensorSpec, zeros_from_spec
+
+__all__ = ["OffPolicyAlgorithm", "detached_call", "masked_mean", "valid_transitions"]
+
+
+def _cat(parts: Sequence[Any], dim: int) -> Any:
+    return nest.map_structure(lambda *xs: torch.cat(xs, dim=dim), *parts)
+
+
+class OffPolicyAlgorithm(RLAlgorithm):
+    """Stores every collected step in a :class:`ReplayBuffer` and trains on samples.
+
+    Each training iteration runs ``num_updates_per_train_iter`` updates. An update
+    samples ``mini_batch_size`` sequences of ``mini_batch_length`` consecutive steps
+    (time-major ``[mini_batch_length, mini_batch_size]``, with ``batch_info`` set) and
+    calls ``train_step(exp, (), exp.rollout_info)``, ``calc_loss`` and
+    ``update_with_gradient``. ``mini_batch_length`` is ``n + 1`` for n-step targets
+    (2 for one-step TD). With a prioritized buffer, the ``priority`` of ``calc_loss``'s
+    :class:`LossInfo` updates the sampled sequences' priorities, and the losses should be
+    weighted by ``exp.batch_info.importance_weights``.
+
+    With an offline buffer (:meth:`set_offline_buffers`), ``offline_fraction`` of every
+    mini-batch comes from it and the rest from the online buffer (1.0: offline only).
+
+    The trainer creates the buffer with :meth:`build_replay_buffer` once it knows the
+    number of environments; its size and sampling are configured on
+    :class:`ReplayBuffer` (``ReplayBuffer.max_length``, ``ReplayBuffer.prioritized``...).
+
+    Args:
+        mini_batch_size: sequences per update.
+        mini_batch_length: steps per sequence.
+        num_updates_per_train_iter: updates per training iteration.
+        replay_buffer_ctor: called as ``replay_buffer_ctor(data_spec=..., num_envs=...)``.
+        **kwargs: passed to :class:`RLAlgorithm`.
+    """
+
+    def __init__(
+        self,
+        *,
+        mini_batch_size: int = 256,
+        mini_batch_length: int = 2,
+        num_updates_per_train_iter: int = 1,
+        replay_buffer_ctor: Callable[..., ReplayBuffer] = ReplayBuffer,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if mini_batch_size < 1 or mini_batch_length < 2 or num_updates_per_train_iter < 1:
+            raise ValueError(
+                "mini_batch_size and num_updates_per_train_iter must be >= 1 and "
+                f"mini_batch_length >= 2; got {mini_batch_size}, {num_updates_per_train_iter}"
+                f" and {mini_batch_length}"
+            )
+        self.mini_batch_size = mini_batch_size
+        self.mini_batch_length = mini_batch_length
+        self.num_updates_per_train_iter = num_updates_per_train_iter
+        self._replay_buffer_ctor = replay_buffer_ctor
+        self._replay_buffer: ReplayBuffer | None = None
+        self._offline_buffers: list[ReplayBuffer] = []
+        self.offline_fraction = 0.0
+
+    # ----------------------------------------------------------- replay data
+    def experience_spec(self) -> Any:
+        """Specs of one stored step: an :class:`Experience` of what ``rollout_step``
+        returns for this algorithm's observation and action specs."""
+        time_step = TimeStep(
+            step_type=torch.full((1,), StepType.FIRST, dtype=torch.int32),
+            reward=torch.zeros(1),
+            discount=torch.ones(1),
+            observation=zeros_from_spec(self.observation_spec, (1,)),
+            prev_action=zeros_from_spec(self.action_spec, (1,)),
+            env_id=torch.zeros(1, dtype=torch.int64),
+        )
+        state = self.zero_state(self.rollout_state_spec, 1)
+        with torch.no_grad():
+            step = self.rollout_step(time_step, state)
+        exp = Experience.from_time_step(time_step, step.output, step.info, state)
+        return nest.map_structure(lambda x: TensorSpec(tuple(x.shape[1:]), x.dtype), exp)
+
+    def build_replay_buffer(self, *, num_envs: int) -> ReplayBuffer:
+        """Creates the (empty) replay buffer for ``num_envs`` environments."""
+        self._replay_buffer = self._replay_buffer_ctor(
+            data_spec=self.experience_spec(), num_envs=num_envs
+        )
+        return self._replay_buffer
+
+    @property
+    def replay_buffer(self) -> ReplayBuffer:
+        """The online replay buffer (after :meth:`build_replay_buffer`)."""
+        if self._replay_buffer is None:
+            raise RuntimeError("build_replay_buffer() has not been called")
+        return self._replay_buffer
+
+    def set_offline_buffers(self, buffers: Sequence[ReplayBuffer], fraction: float) -> None:
+        """Mixes ``fraction`` of every mini-batch from ``buffers`` (sampled in proportion
+        to their sizes) into training; ``fraction=1`` trains on them alone."""
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"offline fraction must be in (0, 1], got {fraction}")
+        if not buffers:
+            raise ValueError("set_offline_buffers needs at least one buffer")
+        self._offline_buffers = list(buffers)
+        self.offline_fraction = fraction
+
+    def observe_for_replay(self, exp: Experience) -> None:
+        """Adds a ``[T, B]`` trajectory of new steps to the replay buffer."""
+        buffer = self.replay_buffer
+        exp = exp._replace(batch_info=())
+        for t in range(exp.step_type.shape[0]):
+            row = nest.map_structure(lambda x, t=t: x[t], exp)
+            buffer.add_batch(row, row.env_id)
+
+    def _sample_offline(self, n: int) -> Experience:
+        sizes = torch.tensor([float(b.total_size) for b in self._offline_buffers])
+        if len(sizes) == 1:
+            counts = [n]
+        else:
+            counts = torch.bincount(
+                torch.multinomial(sizes, n, replacement=True), minlength=len(sizes)
+            ).tolist()
+        parts = [
+            b.get_batch(c, self.mini_batch_length)[0]
+            for b, c in zip(self._offline_buffers, counts, strict=True)
+            if c > 0
+        ]
+        return parts[0] if len(parts) == 1 else _cat(parts, dim=1)
+
+    def sample_batch(self) -> tuple[Experience, int]:
+        """A ``[mini_batch_length, mini_batch_size]`` batch with ``batch_info``, and the
+        number of its leading sequences that came from the online buffer."""
+        size = self.mini_batch_size
+        num_offline = round(self.offline_fraction * size) if self._offline_buffers else 0
+        num_online = size - num_offline
+        parts, infos = [], []
+        if num_online:
+            batch, info = self.replay_buffer.get_batch(num_online, self.mini_batch_length)
+            parts.append(batch)
+            infos.append(info)
+        if num_offline:
+            parts.append(self._sample_offline(num_offline))
+            infos.append(
+                BatchInfo(
+                    env_ids=torch.full((num_offline,), -1, dtype=torch.int64),
+                    positions=torch.full((num_offline,), -1, dtype=torch.int64),
+                    importance_weights=torch.ones(num_offline),
+                )
+            )
+        batch = parts[0] if len(parts) == 1 else _cat(parts, dim=1)
+        info = infos[0] if len(infos) == 1 else _cat(infos, dim=0)
+        return batch._replace(batch_info=info), num_online
+
+    def can_train(self) -> bool:
+        """Whether a mini-batch can be sampled (enough steps stored)."""
+        if self.offline_fraction >= 1.0:
+            return True
+        buffer = self.replay_buffer
+        return int(buffer.num_steps().max()) >= self.mini_batch_length
+
+    # -------------------------------------------------------------- training
+    def train_from_replay(self) -> dict[str, float]:
+        """Runs ``num_updates_per_train_iter`` updates on sampled mini-batches."""
+        stats: list[dict[str, Any]] = []
+        num_skipped = 0
+        prioritized = self._replay_buffer is not None and self._replay_buffer.prioritized
+        for _ in range(self.num_updates_per_train_iter):
+            exp, num_online = self.sample_batch()
+            step = self.train_step(exp, (), exp.rollout_info)
+            loss_info = self.calc_loss(step.info)
+            update = self.update_with_gradient(loss_info)
+            self.after_update()
+            if "skipped" in update:
+                num_skipped += 1
+                continue
+            if prioritized and num_online and isinstance(loss_info.priority, torch.Tensor):
+                info = exp.batch_info
+                self.replay_buffer.update_priority(
+                    info.env_ids[:num_online],
+                    info.positions[:num_online],
+                    loss_info.priority[:num_online].detach(),
+                )
+            stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **update})
+        self.after_train_iter()
+        return summarize_updates(stats, num_skipped)
+
+    def train_from_unroll(self, exp: Experience) -> dict[str, float]:
+        """Stores the ``[T, B]`` new steps ``exp`` and trains if enough are stored."""
+        self.observe_for_replay(exp)
+        return self.train_from_replay() if self.can_train() else {}
+
+
+def valid_transitions(exp: Experience) -> torch.Tensor:
+    """``[B]`` float mask of sampled sequences whose first step starts a transition
+    (is not LAST)."""
+    return (exp.step_type[0] != StepType.LAST).to(torch.float32)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``x`` over the rows where ``mask`` is 1."""
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def detached_call(module: nn.Module, *args: Any) -> Any:
+    """Calls ``module`` with its parameters detached: gradients flow back to ``args``
+    (e.g. an actor's action) but not into the module's parameters (the critic)."""
+    params = {name: p.detach() for name, p in module.named_parameters()}
+    return functional_call(module, params, args)

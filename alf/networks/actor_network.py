@@ -1,0 +1,66 @@
+"""Deterministic policies for DDPG and TD3."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from alf.config import configurable
+from alf.networks.critic_network import flatten_batch
+from alf.networks.encoding_network import flat_input_size
+from alf.networks.ensemble import EnsembleMLP
+from alf.tensor_specs import BoundedTensorSpec
+
+__all__ = ["ActorNetwork"]
+
+
+@configurable
+class ActorNetwork(nn.Module):
+    """``observation -> action``: an MLP whose output is squashed by ``tanh`` into the
+    bounds of a continuous action space.
+
+    Args:
+        input_spec: nest of specs of one observation.
+        action_spec: continuous :class:`BoundedTensorSpec` with finite bounds.
+        fc_layer_params: hidden layer sizes.
+        activation: name of the hidden activation.
+    """
+
+    def __init__(
+        self,
+        *,
+        input_spec: Any,
+        action_spec: BoundedTensorSpec,
+        fc_layer_params: Sequence[int] = (256, 256),
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        if not isinstance(action_spec, BoundedTensorSpec) or action_spec.is_discrete:
+            raise ValueError(f"ActorNetwork needs a continuous action space, got {action_spec}")
+        low, high = (
+            torch.as_tensor(b, dtype=torch.float32).expand(action_spec.shape).clone()
+            for b in (action_spec.minimum, action_spec.maximum)
+        )
+        if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+            raise ValueError(f"ActorNetwork needs finite action bounds, got {action_spec}")
+        self._action_shape = tuple(action_spec.shape)
+        self.register_buffer("_mid", (high + low) / 2)
+        self.register_buffer("_half", (high - low) / 2)
+        self.register_buffer("_low", low)
+        self.register_buffer("_high", high)
+        self.mlp = EnsembleMLP(
+            input_size=flat_input_size(input_spec),
+            fc_layer_params=fc_layer_params,
+            output_size=action_spec.numel,
+            activation=activation,
+        )
+
+    def forward(self, observation: Any) -> torch.Tensor:
+        """``[B, ...]`` observations -> ``[B, *action_shape]`` actions within bounds."""
+        out = torch.tanh(self.mlp(flatten_batch(observation))[0])
+        action = self._mid + self._half * out.reshape(out.shape[0], *self._action_shape)
+        # mid + half can round one ulp past a bound when tanh saturates.
+        return torch.maximum(torch.minimum(action, self._high), self._low)
