@@ -306,7 +306,7 @@ def test_train_from_unroll_runs_epochs_of_mini_batches():
     expected = {"loss", "pg_loss", "value_loss", "entropy", "clip_fraction", "grad_norm"}
     assert expected <= set(stats)
     assert stats["skipped"] == 0.0
-    assert all(np.isfinite(v) for v in stats.values())
+    assert all(np.isfinite(float(v)) for v in stats.values())
     state = algorithm.optimizer.state[algorithm.actor_network.logits.weight]
     # 12 valid steps, mini-batch 5: every step is used, in ceil(12 / 5) = 3 batches of 4.
     assert int(state["step"]) == 6  # 2 epochs x 3 mini-batches

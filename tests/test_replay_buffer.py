@@ -569,3 +569,18 @@ def test_replay_buffer_is_configurable():
     gin.bind_parameter("ReplayBuffer.prioritized", True)
     rb = ReplayBuffer(data_spec=STEP_SPEC, num_envs=2)
     assert rb.max_length == 7 and rb.prioritized
+
+
+def test_overwrite_newest_marks_only_each_envs_newest_step():
+    """After wrap-around and with envs out of step, only the newest held step of each
+    env that holds any is changed; an unknown field is named in the error."""
+    rb = ReplayBuffer(data_spec=STEP_SPEC, num_envs=3, max_length=4)
+    _fill(rb, [6, 2, 0])
+    rb.overwrite_newest("step", -1)
+    data, _ = rb.get_batch(200, 1, generator=torch.Generator().manual_seed(0))
+    env, step = data.env[0], data.step[0]
+    assert bool(((env == 0) & (step == -1)).any()) and bool(((env == 1) & (step == -1)).any())
+    held = {(int(e), int(s)) for e, s in zip(env, step, strict=True)}
+    assert held <= {(0, 2), (0, 3), (0, 4), (0, -1), (1, 0), (1, -1)}
+    with pytest.raises(ReplayBufferError, match="stepp"):
+        rb.overwrite_newest("stepp", 0)

@@ -139,7 +139,7 @@ def test_one_train_from_unroll(reinforce):
     before = [p.detach().clone() for p in algorithm.parameters()]
     stats = algorithm.train_from_unroll(unroller.unroll())
     for name in ("loss", "pg_loss", "value_loss", "entropy", "grad_norm"):
-        assert name in stats and torch.isfinite(torch.tensor(stats[name])), (name, stats)
+        assert name in stats and torch.isfinite(torch.as_tensor(stats[name])), (name, stats)
     assert stats.get("skipped", 0.0) == 0.0
     assert all(not torch.equal(b, a) for b, a in zip(before, algorithm.parameters(), strict=True))
 

@@ -181,10 +181,10 @@ class OffPolicyAlgorithm(RLAlgorithm):
             step = self.train_step(exp, (), exp.rollout_info)
             loss_info = self.calc_loss(step.info)
             update = self.update_with_gradient(loss_info)
-            self.after_update()
             if "skipped" in update:
                 num_skipped += 1
                 continue
+            self.after_update()
             if prioritized and num_online and isinstance(loss_info.priority, torch.Tensor):
                 info = exp.batch_info
                 self.replay_buffer.update_priority(

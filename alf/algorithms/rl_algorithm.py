@@ -22,7 +22,7 @@ class RLAlgorithm(Algorithm):
     ``train_step(exp, state, rollout_info)``  recomputes the step with gradients
     ``calc_loss(info)``                       turns ``train_step``'s ``info`` into a loss
     ``preprocess_experience(exp)``            e.g. advantages, before training on a batch
-    ``after_update()``                        after every gradient update
+    ``after_update()``                        after every applied gradient update
     ``after_train_iter()``                    after every training iteration
     ========================================  ===============================================
 
@@ -86,7 +86,8 @@ class RLAlgorithm(Algorithm):
         return exp
 
     def after_update(self) -> None:  # noqa: B027 - optional hook
-        """Called after every gradient update (e.g. target-network updates)."""
+        """Called after every gradient update that was applied (not after one skipped
+        for a non-finite loss), e.g. for target-network updates."""
 
     def after_train_iter(self) -> None:  # noqa: B027 - optional hook
         """Called once per training iteration, after all its updates."""

@@ -92,6 +92,8 @@ def main(argv: list[str]) -> None:
     summary = f"Finished at iteration {result['iteration']} ({result['env_steps']} env steps)"
     if "eval_average_return" in result:
         summary += f"; evaluation average return {result['eval_average_return']:.2f}"
+    if result.get("reached_target"):
+        summary += " (reached TrainerConfig.stop_at_eval_return)"
     if result["stopped_early"]:
         summary = (
             f"Stopped by signal at iteration {result['iteration']}; checkpoint written"

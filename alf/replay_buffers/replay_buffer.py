@@ -564,6 +564,22 @@ class ReplayBuffer:
             self._max_priority = max(self._max_priority, float(priorities.max()))
         return applied
 
+    def overwrite_newest(self, path: str, value: float | int) -> None:
+        """Sets field ``path`` (as named by :func:`describe_spec`) of the newest held step
+        of every environment to ``value``.
+
+        The trainer uses it after restoring a buffer, to mark each environment's last
+        stored step as the end (truncation) of its episode: the restarted environments
+        begin new episodes, which must not read as continuations of the stored ones.
+        """
+        if path not in self._paths:
+            raise ReplayBufferError(f"No field {_show(path)}; fields: {self._paths}")
+        held = self._pos > 0
+        if not bool(held.any()):
+            return
+        flat = self._env_base[held] + (self._pos[held] - 1) % self._max_length
+        self._flat_storage[self._paths.index(path)][flat] = value
+
     # ----------------------------------------------------------------- whole buffer
 
     def gather_all(self) -> nest.Nest:

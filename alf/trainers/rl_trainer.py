@@ -14,6 +14,7 @@ from absl import logging
 from alf import config as alf_config
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import StepType
 from alf.environments import AlfEnvironment, create_environment
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.trainers.checkpointer import Checkpointer, CheckpointError
@@ -85,6 +86,7 @@ class RLTrainer:
         self.train_time_s = 0.0
         self.wall_time_s = 0.0
         self._stop_requested = False
+        self.reached_target = False
         self.last_eval: EvalResult | None = None
         self.env: AlfEnvironment | None = None
         self.eval_env: AlfEnvironment | None = None
@@ -192,7 +194,7 @@ class RLTrainer:
             return self.algorithm.train_from_unroll(experience), self.unroller.steps_per_unroll
         algorithm: OffPolicyAlgorithm = self.algorithm
         if num_steps:
-            self.unroller.random_actions = self.env_steps < self.config.initial_collect_steps
+            self.unroller.num_random_steps = self.config.initial_collect_steps - self.env_steps
             experience = self.unroller.unroll(num_steps)
             algorithm.observe_for_replay(self.unroller.new_rows(experience))
         env_steps = num_steps * self.env.batch_size
@@ -229,6 +231,9 @@ class RLTrainer:
             buffer = self.algorithm.replay_buffer
             if buffer.enable_checkpoint:
                 buffer.load_checkpoint_state(state["replay_buffer"])
+                # The environments restart with new episodes: end the stored ones there
+                # (as truncations, so their last transitions still bootstrap).
+                buffer.overwrite_newest("step_type", StepType.LAST)
         logging.info(
             "Resumed from %s (iteration %d, %d env steps)", path, self.iteration, self.env_steps
         )
@@ -271,7 +276,7 @@ class RLTrainer:
         return min(1.0, max(fractions))
 
     def _finished(self) -> bool:
-        return self.progress() >= 1.0
+        return self.progress() >= 1.0 or self.reached_target
 
     def evaluate(self) -> EvalResult | None:
         """Evaluates now, writes the eval summary, and returns the result."""
@@ -279,6 +284,9 @@ class RLTrainer:
             return None
         result = self.evaluator.evaluate()
         self.last_eval = result
+        target = self.config.stop_at_eval_return
+        if target is not None and result.average_return >= target:
+            self.reached_target = True
         self.summary.write(
             "eval",
             self.iteration,
@@ -306,8 +314,8 @@ class RLTrainer:
         """Runs the loop until the budget is used or a stop is requested.
 
         Returns:
-            ``iteration``, ``env_steps``, ``stopped_early`` and, when evaluated,
-            ``eval_average_return``.
+            ``iteration``, ``env_steps``, ``stopped_early``, ``reached_target`` and,
+            when evaluated, ``eval_average_return``.
         """
         if self.summary is None:
             raise RuntimeError("RLTrainer.train() after close()")
@@ -386,6 +394,7 @@ class RLTrainer:
             if self.iteration > start_iteration:  # nothing to add if no iteration ran
                 if (
                     self._finished()
+                    and not self.reached_target
                     and config.evaluate
                     and (not config.eval_interval or self.iteration % config.eval_interval)
                 ):
@@ -399,6 +408,7 @@ class RLTrainer:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "stopped_early": self._stop_requested and not self._finished(),
+            "reached_target": self.reached_target,
         }
         if self.last_eval is not None:
             result["eval_average_return"] = self.last_eval.average_return

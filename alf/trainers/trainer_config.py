@@ -25,6 +25,7 @@ RESUMABLE_SETTINGS = tuple(
         "torch_num_threads",
         "max_consecutive_skipped_iterations",
         "allow_config_change",
+        "stop_at_eval_return",
     )
 )
 """Bindings that may differ between a run and its resumption."""
@@ -66,6 +67,8 @@ class TrainerConfig:
         allow_config_change: on resume, accept a config whose bindings differ from the
             ones the checkpoint was written with. Without it, only the settings listed in
             :data:`RESUMABLE_SETTINGS` (budget, intervals, threads...) may change.
+        stop_at_eval_return: stop (with a checkpoint) once an evaluation's average return
+            reaches this value (None: train to the end of the budget).
         initial_collect_steps: off-policy only: the first this many environment steps
             take uniformly random actions, and training starts once the replay buffer
             holds this many steps.
@@ -93,6 +96,7 @@ class TrainerConfig:
     torch_num_threads: int | None = None
     max_consecutive_skipped_iterations: int = 10
     allow_config_change: bool = False
+    stop_at_eval_return: float | None = None
     initial_collect_steps: int = 0
     offline_buffer_dir: str | list[str] | None = None
     offline_fraction: float = 0.5

@@ -33,9 +33,11 @@ class SyncUnroller:
     :meth:`new_rows` drops that repeated row (for replay buffers, which store each step
     once).
 
-    With :attr:`random_actions` set, actions are drawn uniformly from the action space
-    instead (the algorithm's ``rollout_step`` still runs, for its state and info): the
-    initial collection of off-policy training.
+    While :attr:`num_random_steps` is positive, actions are drawn uniformly from the
+    action space instead (the algorithm's ``rollout_step`` still runs, for its state and
+    info): the initial collection of off-policy training. It counts environment steps
+    (over all environments) from the next action executed, and is used up as actions are
+    executed.
 
     Args:
         env: the batched environment.
@@ -53,7 +55,8 @@ class SyncUnroller:
         self._row: Experience | None = None
         self._policy_step: AlgStep | None = None
         self._first_row_is_new = True
-        self.random_actions = False
+        self.num_random_steps = 0
+        self._rows_this_call = 0
 
     @property
     def steps_per_unroll(self) -> int:
@@ -63,7 +66,10 @@ class SyncUnroller:
     def _respond(self, time_step: TimeStep, state: Any) -> Experience:
         state = reset_state_on_first(state, time_step.step_type)
         self._policy_step = self.algorithm.rollout_step(time_step, state)
-        if self.random_actions:
+        # The action of the k-th row of this call is executed k * B env steps from now.
+        executed_in = self._rows_this_call * self.env.batch_size
+        self._rows_this_call += 1
+        if executed_in < self.num_random_steps:
             action = sample_uniform(self.env.action_spec(), self.env.batch_size)
             self._policy_step = self._policy_step._replace(output=action)
         return Experience.from_time_step(
@@ -76,6 +82,8 @@ class SyncUnroller:
         ``[num_steps + 1, B]`` trajectory."""
         num_steps = self.unroll_length if num_steps is None else num_steps
         self._first_row_is_new = self._row is None
+        # Row 0 of a later call was chosen by the previous one: count from row 1.
+        self._rows_this_call = 0 if self._row is None else 1
         if self._row is None:
             time_step = self.env.reset()
             self.episodes.update(time_step)
@@ -90,6 +98,11 @@ class SyncUnroller:
             rows.append(self._respond(time_step, self._policy_step.state))
         self._row = rows[-1]
         return nest.stack(rows)
+
+    @property
+    def random_actions(self) -> bool:
+        """Whether the next executed action is a random one."""
+        return self.num_random_steps > 0
 
     def new_rows(self, exp: Experience) -> Experience:
         """The rows of :meth:`unroll`'s last result not returned by an earlier call

@@ -48,13 +48,15 @@ class SummaryLogger:
         self._progress = open(os.path.join(root_dir, "progress.jsonl"), "a")  # noqa: SIM115
 
     def write(
-        self, group: str, step: int, scalars: dict[str, float], record: dict[str, Any]
+        self, group: str, step: int, scalars: dict[str, Any], record: dict[str, Any]
     ) -> None:
         """Writes ``scalars`` under ``group/`` at ``step`` and appends ``record`` plus the
-        scalars (named ``group/name``) as one line of ``progress.jsonl``."""
+        scalars (named ``group/name``) as one line of ``progress.jsonl``. Scalars may be
+        numbers or 0-d tensors."""
         writer = self._writers[group]
         line = dict(record)
         for name, value in scalars.items():
+            value = float(value)
             writer.add_scalar(f"{group}/{name}", value, step)
             line[f"{group}/{name}"] = value
         self._progress.write(json.dumps(line) + "\n")

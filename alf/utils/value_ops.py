@@ -83,6 +83,8 @@ def n_step_return(
     n = rewards.shape[0] - 1
     if n < 1:
         raise ValueError("n_step_return needs sequences of at least 2 steps")
+    if n == 1:  # the one-step TD target, without the loop's bookkeeping
+        return rewards[1] + gamma * discounts[1] * values[1]
     ret = torch.zeros_like(rewards[0])
     scale = torch.ones_like(rewards[0])
     target = torch.zeros_like(rewards[0])
