@@ -11,17 +11,17 @@ import torch.nn as nn
 from alf import nest
 from alf.algorithms.off_policy_algorithm import (
     OffPolicyAlgorithm,
+    bootstrap_observations,
     detached_call,
     masked_mean,
+    n_step_target,
     valid_transitions,
 )
-from alf.algorithms.sac import rest_rows
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorNetwork, CriticNetwork
 from alf.tensor_specs import TensorSpec
 from alf.utils.target_update import TargetUpdater, make_target
-from alf.utils.value_ops import n_step_return
 
 __all__ = ["DdpgAlgorithm", "DdpgInfo"]
 
@@ -153,20 +153,14 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
     # ---------------------------------------------------------- training
     @torch.no_grad()
     def _target(self, exp: Experience) -> torch.Tensor:
-        obs, n = rest_rows(exp)
+        obs = bootstrap_observations(exp)
         action = self.target_actor_network(obs)
         if self.target_policy_noise > 0:
             clip = self.target_policy_noise_clip
             noise = (torch.randn_like(action) * self.target_policy_noise).clamp(-clip, clip)
             action = self._clip(action + noise * (self._high - self._low) / 2)
-        values = self.target_critic_network(obs, action).min(dim=-1).values.reshape(n, -1)
-        return n_step_return(
-            rewards=exp.reward * self.reward_scale,
-            discounts=exp.discount,
-            step_types=exp.step_type,
-            values=torch.cat([torch.zeros_like(values[:1]), values]),
-            gamma=self.gamma,
-        )
+        values = self.target_critic_network(obs, action).min(dim=-1).values
+        return n_step_target(exp, values, gamma=self.gamma, reward_scale=self.reward_scale)
 
     def _actor_update_due(self) -> bool:
         return int(self.num_updates) % self.actor_update_period == 0

@@ -10,14 +10,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from alf import nest
-from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm, masked_mean, valid_transitions
-from alf.algorithms.sac import rest_rows
+from alf.algorithms.off_policy_algorithm import (
+    OffPolicyAlgorithm,
+    bootstrap_observations,
+    masked_mean,
+    n_step_target,
+    valid_transitions,
+)
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import QNetwork
 from alf.utils.schedules import LinearSchedule, Schedule, as_schedule
 from alf.utils.target_update import TargetUpdater, make_target
-from alf.utils.value_ops import n_step_return
 
 __all__ = ["DqnAlgorithm", "DqnInfo"]
 
@@ -105,21 +109,14 @@ class DqnAlgorithm(OffPolicyAlgorithm):
 
     @torch.no_grad()
     def _target(self, exp: Experience) -> torch.Tensor:
-        obs, n = rest_rows(exp)
+        obs = bootstrap_observations(exp)
         target_q = self.target_q_network(obs)[:, 0]
         if self.double_q:
             best = self._q(obs).argmax(-1, keepdim=True)
             values = target_q.gather(-1, best).squeeze(-1)
         else:
             values = target_q.max(-1).values
-        values = values.reshape(n, -1)
-        return n_step_return(
-            rewards=exp.reward * self.reward_scale,
-            discounts=exp.discount,
-            step_types=exp.step_type,
-            values=torch.cat([torch.zeros_like(values[:1]), values]),
-            gamma=self.gamma,
-        )
+        return n_step_target(exp, values, gamma=self.gamma, reward_scale=self.reward_scale)
 
     def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
         target = self._target(exp)

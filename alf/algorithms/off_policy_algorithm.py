@@ -15,8 +15,16 @@ from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import BatchInfo, Experience, StepType, TimeStep
 from alf.replay_buffers import ReplayBuffer
 from alf.tensor_specs import TensorSpec, zeros_from_spec
+from alf.utils.value_ops import n_step_return
 
-__all__ = ["OffPolicyAlgorithm", "detached_call", "masked_mean", "valid_transitions"]
+__all__ = [
+    "OffPolicyAlgorithm",
+    "bootstrap_observations",
+    "detached_call",
+    "masked_mean",
+    "n_step_target",
+    "valid_transitions",
+]
 
 
 def _cat(parts: Sequence[Any], dim: int) -> Any:
@@ -218,3 +226,25 @@ def detached_call(module: nn.Module, *args: Any) -> Any:
     (e.g. an actor's action) but not into the module's parameters (the critic)."""
     params = {name: p.detach() for name, p in module.named_parameters()}
     return functional_call(module, params, args)
+
+
+def bootstrap_observations(exp: Experience) -> Any:
+    """The observations of rows ``1..n`` of a sampled ``[n+1, B]`` batch, flattened to
+    ``[n*B, ...]`` (the states whose values bootstrap n-step targets)."""
+    return nest.map_structure(lambda x: x[1:].reshape(-1, *x.shape[2:]), exp.observation)
+
+
+def n_step_target(
+    exp: Experience, values: torch.Tensor, *, gamma: float, reward_scale: float = 1.0
+) -> torch.Tensor:
+    """``[B]`` n-step return targets of row 0 of a sampled ``[n+1, B]`` batch, given the
+    ``[n*B]`` bootstrap ``values`` of :func:`bootstrap_observations` (see
+    :func:`alf.utils.value_ops.n_step_return`)."""
+    values = values.reshape(exp.step_type.shape[0] - 1, -1)
+    return n_step_return(
+        rewards=exp.reward * reward_scale,
+        discounts=exp.discount,
+        step_types=exp.step_type,
+        values=torch.cat([torch.zeros_like(values[:1]), values]),
+        gamma=gamma,
+    )

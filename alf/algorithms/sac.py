@@ -12,8 +12,10 @@ import torch.nn as nn
 from alf import nest
 from alf.algorithms.off_policy_algorithm import (
     OffPolicyAlgorithm,
+    bootstrap_observations,
     detached_call,
     masked_mean,
+    n_step_target,
     valid_transitions,
 )
 from alf.config import configurable
@@ -21,9 +23,8 @@ from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorDistributionNetwork, CriticNetwork, QNetwork
 from alf.utils.distributions import Categorical, SquashedNormal, distribution_mode, sample
 from alf.utils.target_update import TargetUpdater, make_target
-from alf.utils.value_ops import n_step_return
 
-__all__ = ["SacAlgorithm", "SacInfo", "rest_rows"]
+__all__ = ["SacAlgorithm", "SacInfo"]
 
 
 class SacInfo(NamedTuple):
@@ -36,14 +37,6 @@ class SacInfo(NamedTuple):
     log_pi: torch.Tensor
     valid: torch.Tensor
     weights: torch.Tensor
-
-
-def rest_rows(exp: Experience) -> tuple[Any, int]:
-    """The observations of rows ``1..n`` of a ``[n+1, B]`` batch flattened to
-    ``[n*B, ...]``, and ``n``."""
-    n = exp.step_type.shape[0] - 1
-    obs = nest.map_structure(lambda x: x[1:].reshape(-1, *x.shape[2:]), exp.observation)
-    return obs, n
 
 
 @configurable
@@ -153,7 +146,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
 
     @torch.no_grad()
     def _target(self, exp: Experience, alpha: torch.Tensor) -> torch.Tensor:
-        obs, n = rest_rows(exp)
+        obs = bootstrap_observations(exp)
         action_or_probs, log_pi = self._policy(obs)
         if self._discrete:
             q = self.target_critic_network(obs).min(dim=1).values
@@ -161,14 +154,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         else:
             q = self.target_critic_network(obs, action_or_probs).min(dim=-1).values
             values = q - alpha * log_pi
-        values = values.reshape(n, -1)
-        return n_step_return(
-            rewards=exp.reward * self.reward_scale,
-            discounts=exp.discount,
-            step_types=exp.step_type,
-            values=torch.cat([torch.zeros_like(values[:1]), values]),
-            gamma=self.gamma,
-        )
+        return n_step_target(exp, values, gamma=self.gamma, reward_scale=self.reward_scale)
 
     def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
         alpha = self.log_alpha.detach().exp()

@@ -41,6 +41,8 @@ def load_offline_buffer(root_dir: str, data_spec: Any) -> ReplayBuffer:
         data_spec=data_spec,
         num_envs=int(saved["num_envs"]),
         max_length=int(saved["max_length"]),
+        prioritized=False,  # offline data is sampled uniformly
+        enable_checkpoint=False,  # and never saved again
     )
     buffer.load_checkpoint_state(saved)
     return buffer
