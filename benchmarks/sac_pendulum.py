@@ -78,18 +78,12 @@ EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.rl_trainer.EVAL_SEED_OFFSET
 EVAL_EVERY = 1000  # env steps (= ALF iterations: 1 env, unroll_length 1)
 
 HPARAMS: dict[str, Any] = {
-    "learning_rate": 1e-3,
-    "batch_size": 256,
-    "hidden": (256, 256),  # actor and each of the 2 critics, ReLU
-    "buffer_size": 100_000,
-    "tau": 0.005,
-    "gamma": 0.99,
-    "initial_random_steps": 1000,
-    "initial_alpha": 1.0,
-    "target_entropy": -1.0,
-    "num_eval_episodes": 10,
+    "learning_rate": 1e-3, "batch_size": 256, "hidden": (256, 256),  # actor, 2 critics; ReLU
+    "buffer_size": 100_000, "tau": 0.005, "gamma": 0.99, "initial_random_steps": 1000,
+    "initial_alpha": 1.0, "target_entropy": -1.0, "num_eval_episodes": 10,
 }
 WARMUP = HPARAMS["initial_random_steps"]
+NETS = ("ActorDistributionNetwork", "CriticNetwork")
 
 
 # --------------------------------------------------------------------------- workers
@@ -112,28 +106,20 @@ def _alf_conf_params(args: argparse.Namespace, stop_supported: bool) -> list[str
     params = [
         f'create_environment.env_name="{ENV_NAME}"',
         "create_environment.num_parallel_environments=1",
-        f"ActorDistributionNetwork.fc_layer_params={tuple(hp['hidden'])}",
-        'ActorDistributionNetwork.activation="relu"',
-        f"CriticNetwork.fc_layer_params={tuple(hp['hidden'])}",
-        'CriticNetwork.activation="relu"',
-        f"SacAlgorithm.gamma={hp['gamma']}",
-        f"SacAlgorithm.learning_rate={hp['learning_rate']}",
-        f"SacAlgorithm.mini_batch_size={hp['batch_size']}",
-        "SacAlgorithm.mini_batch_length=2",
-        "SacAlgorithm.num_updates_per_train_iter=1",
-        f"SacAlgorithm.target_update_tau={hp['tau']}",
-        f"SacAlgorithm.initial_alpha={hp['initial_alpha']}",
-        f"SacAlgorithm.target_entropy={hp['target_entropy']}",
+        *(f"{net}.fc_layer_params={tuple(hp['hidden'])}" for net in NETS),
+        *(f'{net}.activation="relu"' for net in NETS),
+        *(f"SacAlgorithm.{k}={v}" for k, v in (
+            ("gamma", hp["gamma"]), ("learning_rate", hp["learning_rate"]),
+            ("mini_batch_size", hp["batch_size"]), ("mini_batch_length", 2),
+            ("num_updates_per_train_iter", 1), ("target_update_tau", hp["tau"]),
+            ("initial_alpha", hp["initial_alpha"]), ("target_entropy", hp["target_entropy"]))),
         f"ReplayBuffer.max_length={hp['buffer_size']}",
-        "TrainerConfig.unroll_length=1",
-        f"TrainerConfig.initial_collect_steps={WARMUP}",
-        f"TrainerConfig.num_env_steps={args.num_env_steps}",
-        "TrainerConfig.summary_interval=1000",
-        f"TrainerConfig.eval_interval={EVAL_EVERY}",
-        f"TrainerConfig.num_eval_episodes={hp['num_eval_episodes']}",
-        f"TrainerConfig.num_eval_environments={hp['num_eval_episodes']}",
-        f"TrainerConfig.random_seed={args.seed}",
-        f"TrainerConfig.torch_num_threads={args.threads[0]}",
+        *(f"TrainerConfig.{k}={v}" for k, v in (
+            ("unroll_length", 1), ("initial_collect_steps", WARMUP),
+            ("num_env_steps", args.num_env_steps), ("summary_interval", 1000),
+            ("eval_interval", EVAL_EVERY), ("num_eval_episodes", hp["num_eval_episodes"]),
+            ("num_eval_environments", hp["num_eval_episodes"]), ("random_seed", args.seed),
+            ("torch_num_threads", args.threads[0]))),
     ]
     if stop_supported:
         params.append(f"TrainerConfig.stop_at_eval_return={TARGET_RETURN}")
@@ -187,7 +173,7 @@ def worker_alf(args: argparse.Namespace) -> dict[str, Any]:
         "train_time_s": trainer.train_time_s, "wall_s": wall_s, "setup_s": setup_s,
         "phase": _phase(evals, "t_end_s"), "phase_train_only": _phase(evals, "train_time_s"),
         "stop_via": "stop_at_eval_return" if stop_supported else "request_stop",
-        "evals": evals,
+        "load_1min_at_end": os.getloadavg()[0], "evals": evals,
         "versions": {"torch": torch.__version__, "alf": package_version("alf")},
     }
 
@@ -261,7 +247,7 @@ def worker_sb3(args: argparse.Namespace) -> dict[str, Any]:
         "env_steps": model.num_timesteps, "iterations": model.num_timesteps,
         "train_time_s": None, "wall_s": wall_s, "setup_s": setup_s,
         "phase": _phase(evals, "t_end_s"), "phase_train_only": None,
-        "stop_via": "callback", "evals": evals,
+        "stop_via": "callback", "load_1min_at_end": os.getloadavg()[0], "evals": evals,
         "versions": {"torch": torch.__version__,
                      "stable_baselines3": package_version("stable-baselines3")},
     }
@@ -322,12 +308,13 @@ def _report(results: dict[str, Any]) -> str:
     ]
     header = ["framework", "thr", "seed", "env steps", "setup s", "wall s", "eval s",
               "updates/s", "ALF train-only upd/s", "time to -200 s", "steps to -200",
-              "final return"]
+              "final return", "load"]
     rows = [[r["framework"], r["torch_num_threads"], r["seed"], fmt_num(r["env_steps"]),
              f"{r['setup_s']:.1f}", f"{r['wall_s']:.1f}", f"{r['eval_time_s']:.1f}",
              fmt_num(r["updates_per_s"], 1), fmt_num(r["train_only_updates_per_s"], 1),
              fmt_seconds(r["time_to_target_s"]), fmt_num(r["env_steps_to_target"]),
-             fmt_num(r["final_eval_return"], 1)] for r in results["runs"]]
+             fmt_num(r["final_eval_return"], 1), f"{r['load_1min_at_end']:.1f}"]
+            for r in results["runs"]]
     out += ["per run:", format_table(header, rows), ""]
     header = ["framework", "thr", "median updates/s", "median ALF train-only upd/s",
               "median time to -200 s", "median steps to -200", "reached"]
@@ -356,13 +343,18 @@ def _report(results: dict[str, Any]) -> str:
         "(collect + update; no summaries/checkpoints).",
         "time to -200: wall time from train()/learn() start to the end of the first eval "
         "with average return >= -200 (warm-up and evals included; setup excluded).",
+        "load: 1-min load average when the run ended (all processes, this run's "
+        "threads included).",
     ]
     nproc = m.get("cpus_available") or m.get("nproc") or 1
-    busiest = max((x[0] for x in (m["load_average_1_5_15min"], m["load_average_at_end"]) if x),
-                  default=0.0)
-    if busiest > 0.5 * nproc:
-        out.append(f"WARNING: the machine was busy (1-min load average up to {busiest:.2f} on "
-                   f"{nproc} CPUs); timings are not representative.")
+    # A run's own threads add up to ~threads to the load it sees; count only the rest.
+    start_load = (m["load_average_1_5_15min"] or [0.0])[0]
+    other = max([start_load] + [r["load_1min_at_end"] - r["torch_num_threads"]
+                                for r in results["runs"]])
+    if other > 0.5 * nproc:
+        out.append(f"WARNING: other processes kept the machine busy (1-min load average up to "
+                   f"{other:.2f} beyond the benchmark's own threads, on {nproc} CPUs); "
+                   "timings are not representative.")
     return "\n".join(out)
 
 

@@ -12,6 +12,7 @@ from alf import nest
 from alf.algorithms.off_policy_algorithm import (
     OffPolicyAlgorithm,
     bootstrap_observations,
+    critic_loss,
     detached_call,
     masked_mean,
     n_step_target,
@@ -183,16 +184,17 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         return AlgStep(state=state, info=info)
 
     def calc_loss(self, info: DdpgInfo) -> LossInfo:
-        td_error = info.critics - info.target.unsqueeze(-1)
-        critic_loss = masked_mean((td_error**2).sum(-1) * info.weights, info.valid)
+        q_loss, priority = critic_loss(
+            info.critics, info.target, weights=info.weights, valid=info.valid
+        )
         actor_loss = masked_mean(info.actor_loss * info.weights, info.valid)
         return LossInfo(
-            loss=critic_loss + actor_loss,
+            loss=q_loss + actor_loss,
             extra={
-                "critic_loss": critic_loss.detach(),
+                "critic_loss": q_loss.detach(),
                 "q_value": masked_mean(info.critics.detach().mean(-1), info.valid),
             },
-            priority=td_error.detach().abs().mean(-1),
+            priority=priority,
         )
 
     def after_update(self) -> None:

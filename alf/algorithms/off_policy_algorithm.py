@@ -20,6 +20,7 @@ from alf.utils.value_ops import n_step_return
 __all__ = [
     "OffPolicyAlgorithm",
     "bootstrap_observations",
+    "critic_loss",
     "detached_call",
     "masked_mean",
     "n_step_target",
@@ -186,13 +187,10 @@ class OffPolicyAlgorithm(RLAlgorithm):
         prioritized = self._replay_buffer is not None and self._replay_buffer.prioritized
         for _ in range(self.num_updates_per_train_iter):
             exp, num_online = self.sample_batch()
-            step = self.train_step(exp, (), exp.rollout_info)
-            loss_info = self.calc_loss(step.info)
-            update = self.update_with_gradient(loss_info)
+            loss_info, update = self.update_on(exp)
             if "skipped" in update:
                 num_skipped += 1
                 continue
-            self.after_update()
             if prioritized and num_online and isinstance(loss_info.priority, torch.Tensor):
                 info = exp.batch_info
                 self.replay_buffer.update_priority(
@@ -248,3 +246,19 @@ def n_step_target(
         values=torch.cat([torch.zeros_like(values[:1]), values]),
         gamma=gamma,
     )
+
+
+def critic_loss(
+    critics: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    weights: torch.Tensor,
+    valid: torch.Tensor,
+    scale: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The importance-weighted squared TD error of ``[B, replicas]`` critics against
+    ``[B]`` targets, summed over replicas and times ``scale``, averaged over the valid
+    transitions; and the ``[B]`` new priorities (mean absolute TD error)."""
+    td_error = critics - target.unsqueeze(-1)
+    loss = masked_mean(scale * (td_error**2).sum(-1) * weights, valid)
+    return loss, td_error.detach().abs().mean(-1)

@@ -64,13 +64,10 @@ class OnPolicyAlgorithm(RLAlgorithm):
                 mini = flat
                 if index is not None:
                     mini = nest.map_structure(lambda x, i=index: x[i], flat)
-                step = self.train_step(mini, (), mini.rollout_info)
-                loss_info = self.calc_loss(step.info)
-                update = self.update_with_gradient(loss_info)
+                loss_info, update = self.update_on(mini)
                 if "skipped" in update:
                     num_skipped += 1
                     continue
-                self.after_update()
                 stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **update})
         self.after_train_iter()
         return summarize_updates(stats, num_skipped)

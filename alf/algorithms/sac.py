@@ -13,6 +13,7 @@ from alf import nest
 from alf.algorithms.off_policy_algorithm import (
     OffPolicyAlgorithm,
     bootstrap_observations,
+    critic_loss,
     detached_call,
     masked_mean,
     n_step_target,
@@ -185,23 +186,24 @@ class SacAlgorithm(OffPolicyAlgorithm):
         return AlgStep(state=state, info=info)
 
     def calc_loss(self, info: SacInfo) -> LossInfo:
-        td_error = info.critics - info.target.unsqueeze(-1)
-        critic_loss = masked_mean(0.5 * (td_error**2).sum(-1) * info.weights, info.valid)
+        q_loss, priority = critic_loss(
+            info.critics, info.target, weights=info.weights, valid=info.valid, scale=0.5
+        )
         actor_loss = masked_mean(info.actor_loss * info.weights, info.valid)
         alpha_loss = -masked_mean(
             self.log_alpha * (info.log_pi.detach() + self.target_entropy), info.valid
         )
-        loss = critic_loss + actor_loss + alpha_loss
+        loss = q_loss + actor_loss + alpha_loss
         return LossInfo(
             loss=loss,
             extra={
-                "critic_loss": critic_loss.detach(),
+                "critic_loss": q_loss.detach(),
                 "actor_loss": actor_loss.detach(),
                 "alpha": self.log_alpha.detach().exp(),
                 "entropy": -masked_mean(info.log_pi.detach(), info.valid),
                 "q_value": masked_mean(info.critics.detach().mean(-1), info.valid),
             },
-            priority=td_error.detach().abs().mean(-1),
+            priority=priority,
         )
 
     def after_update(self) -> None:
