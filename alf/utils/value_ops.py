@@ -1,5 +1,5 @@
-"""Value targets over time-major trajectories: GAE advantages, lambda-returns and
-n-step returns.
+"""Value targets over time-major trajectories: GAE advantages, lambda-returns, n-step
+returns and V-trace.
 
 A trajectory of ``T + 1`` rows holds time steps ``0..T``: row ``t`` carries the reward
 and discount of *arriving* at step ``t``, and the value of its observation. Targets are
@@ -14,7 +14,12 @@ import torch
 
 from alf.data_structures import StepType
 
-__all__ = ["generalized_advantage_estimation", "n_step_return", "valid_mask"]
+__all__ = [
+    "generalized_advantage_estimation",
+    "n_step_return",
+    "valid_mask",
+    "vtrace",
+]
 
 
 def valid_mask(step_type: torch.Tensor) -> torch.Tensor:
@@ -96,3 +101,59 @@ def n_step_return(
         target = torch.where(end, ret + scale * values[k], target)
         done = done | end
     return target
+
+
+def vtrace(
+    *,
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    step_types: torch.Tensor,
+    discounts: torch.Tensor,
+    log_rhos: torch.Tensor,
+    gamma: float,
+    td_lambda: float = 1.0,
+    clip_rho: float = 1.0,
+    clip_c: float = 1.0,
+    clip_pg_rho: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V-trace targets and policy-gradient advantages (Espeholt et al., 2018).
+
+    With importance ratios ``r_t = pi(a_t|x_t) / mu(a_t|x_t)`` (``log_rhos``),
+    ``rho_t = min(clip_rho, r_t)`` and ``c_t = td_lambda * min(clip_c, r_t)``:
+    ``delta_t = rho_t (R_{t+1} + gamma d_{t+1} V_{t+1} - V_t)`` and
+    ``v_t - V_t = delta_t + gamma d_{t+1} c_t (v_{t+1} - V_{t+1})``, with ``v_T = V_T``.
+    Rows that are LAST start no transition: their correction is 0 and the recursion does
+    not reach across them (as in :func:`generalized_advantage_estimation`, which this
+    equals when every ratio is 1). The advantage is
+    ``min(clip_pg_rho, r_t) (R_{t+1} + gamma d_{t+1} v_{t+1} - V_t)``, 0 on LAST rows.
+
+    Args:
+        rewards, values, step_types, discounts: ``[T+1, B]`` time-major tensors.
+        log_rhos: ``[T, B]`` (or ``[T+1, B]``, last row unused) log importance ratios.
+        gamma: discount factor.
+        td_lambda: lambda of the traces.
+        clip_rho, clip_c, clip_pg_rho: the truncation levels.
+
+    Returns:
+        ``(vs, advantages)``, both ``[T, B]``.
+    """
+    valid = valid_mask(step_types)
+    num_steps = valid.shape[0]
+    ratios = log_rhos[:num_steps].exp()
+    rhos = ratios.clamp(max=clip_rho)
+    cs = td_lambda * ratios.clamp(max=clip_c)
+    next_discount = gamma * discounts[1:]
+    deltas = rhos * (rewards[1:] + next_discount * values[1:] - values[:-1]) * valid
+    carry = next_discount * cs * torch.cat([valid[1:], torch.zeros_like(valid[:1])])
+    corrections = torch.empty_like(deltas)
+    acc = torch.zeros_like(deltas[0])
+    for t in range(num_steps - 1, -1, -1):
+        acc = deltas[t] + carry[t] * acc
+        corrections[t] = acc
+    corrections = corrections * valid
+    vs = values[:-1] + corrections
+    # v_{t+1}; on a LAST row t+1 it is V_{t+1} (no correction), and v_T = V_T.
+    next_vs = torch.cat([vs[1:], values[-1:]])
+    pg_rhos = ratios.clamp(max=clip_pg_rho)
+    advantages = pg_rhos * (rewards[1:] + next_discount * next_vs - values[:-1]) * valid
+    return vs, advantages
