@@ -13,6 +13,7 @@ from alf import nest
 __all__ = [
     "TensorSpec",
     "BoundedTensorSpec",
+    "action_bounds",
     "from_gym_space",
     "sample_uniform",
     "zeros_from_spec",
@@ -157,3 +158,12 @@ def sample_uniform(spec: nest.Nest, batch_size: int) -> nest.Nest:
         return (low + u * (high - low)).to(s.dtype)
 
     return nest.map_structure(draw, spec)
+
+
+def action_bounds(spec: BoundedTensorSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(low, high)`` float32 tensors of ``spec.shape`` (bounds broadcast per element)."""
+    low, high = (
+        torch.as_tensor(np.asarray(b), dtype=torch.float32).expand(spec.shape).clone()
+        for b in (spec.minimum, spec.maximum)
+    )
+    return low, high

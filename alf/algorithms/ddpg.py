@@ -21,7 +21,7 @@ from alf.algorithms.off_policy_algorithm import (
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorNetwork, CriticNetwork
-from alf.tensor_specs import TensorSpec
+from alf.tensor_specs import TensorSpec, action_bounds
 from alf.utils.target_update import TargetUpdater, make_target
 
 __all__ = ["DdpgAlgorithm", "DdpgInfo"]
@@ -103,10 +103,7 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         )
         self.target_actor_network = make_target(self.actor_network)
         self.target_critic_network = make_target(self.critic_network)
-        low, high = (
-            torch.as_tensor(b, dtype=torch.float32).expand(action_spec.shape).clone()
-            for b in (action_spec.minimum, action_spec.maximum)
-        )
+        low, high = action_bounds(action_spec)
         self.register_buffer("_low", low)
         self.register_buffer("_high", high)
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.int64))

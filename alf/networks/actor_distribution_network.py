@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from alf.config import configurable
 from alf.networks.encoding_network import EncodingNetwork, orthogonal_init
-from alf.tensor_specs import BoundedTensorSpec
+from alf.tensor_specs import BoundedTensorSpec, action_bounds
 from alf.utils.distributions import Categorical, SquashedNormal, diag_normal
 
 __all__ = ["ActorDistributionNetwork"]
@@ -85,12 +85,9 @@ class ActorDistributionNetwork(nn.Module):
         else:
             self.std_param = nn.Parameter(torch.full((dim,), std_bias))
         self._squash = squash
-        bounds = [
-            torch.as_tensor(b, dtype=torch.float32).expand(action_spec.shape).clone()
-            for b in (action_spec.minimum, action_spec.maximum)
-        ]
-        self.register_buffer("_low", bounds[0])
-        self.register_buffer("_high", bounds[1])
+        low, high = action_bounds(action_spec)
+        self.register_buffer("_low", low)
+        self.register_buffer("_high", high)
 
     def forward(self, observation: Any) -> td.Distribution:
         """A distribution over ``[B, *action_shape]`` actions."""

@@ -12,7 +12,7 @@ from alf.config import configurable
 from alf.networks.critic_network import flatten_batch
 from alf.networks.encoding_network import flat_input_size
 from alf.networks.ensemble import EnsembleMLP
-from alf.tensor_specs import BoundedTensorSpec
+from alf.tensor_specs import BoundedTensorSpec, action_bounds
 
 __all__ = ["ActorNetwork"]
 
@@ -40,10 +40,7 @@ class ActorNetwork(nn.Module):
         super().__init__()
         if not isinstance(action_spec, BoundedTensorSpec) or action_spec.is_discrete:
             raise ValueError(f"ActorNetwork needs a continuous action space, got {action_spec}")
-        low, high = (
-            torch.as_tensor(b, dtype=torch.float32).expand(action_spec.shape).clone()
-            for b in (action_spec.minimum, action_spec.maximum)
-        )
+        low, high = action_bounds(action_spec)
         if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
             raise ValueError(f"ActorNetwork needs finite action bounds, got {action_spec}")
         self._action_shape = tuple(action_spec.shape)

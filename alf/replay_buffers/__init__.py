@@ -1,7 +1,7 @@
 """Replay buffers: per-environment rings sampled uniformly or by priority."""
 
-from alf.replay_buffers.replay_buffer import (
-    ReplayBuffer,
+from alf.replay_buffers.replay_buffer import ReplayBuffer
+from alf.replay_buffers.spec_description import (
     ReplayBufferError,
     describe_spec,
     spec_differences,

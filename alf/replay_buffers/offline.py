@@ -6,7 +6,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from alf.replay_buffers.replay_buffer import ReplayBuffer, describe_spec, spec_differences
+from alf.replay_buffers.replay_buffer import ReplayBuffer
+from alf.replay_buffers.spec_description import describe_spec, spec_differences
 from alf.trainers.checkpointer import Checkpointer, CheckpointError
 
 __all__ = ["load_offline_buffer", "load_offline_buffers"]

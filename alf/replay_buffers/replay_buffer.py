@@ -18,104 +18,22 @@ import torch
 from alf import nest
 from alf.config import configurable
 from alf.data_structures import BatchInfo
+from alf.replay_buffers.spec_description import (
+    ReplayBufferError,
+    describe_spec,
+    dtype_name,
+    leaf_paths,
+    show_field,
+    spec_differences,
+)
 from alf.replay_buffers.sum_tree import SumTree
 from alf.tensor_specs import TensorSpec
 
 __all__ = ["ReplayBuffer", "ReplayBufferError", "describe_spec", "spec_differences"]
 
-SpecDescription = list[tuple[str, tuple[int, ...], str]]
-
 _REJECTION_ROUNDS = 4
 """Rounds of redrawing prioritized starts that are too close to the write head before
 falling back to masking those slots out of the sum tree."""
-
-
-class ReplayBufferError(ValueError):
-    """Data, arguments or a saved state that do not fit a :class:`ReplayBuffer`."""
-
-
-def _leaf_paths(tree: nest.Nest) -> list[str]:
-    """Dotted paths of the leaves of ``tree`` in :func:`alf.nest.flatten` order, naming
-    namedtuple fields by name (``rollout_info.log_prob``, ``observation.position``).
-
-    Field names come from optree's accessors (optree >= 0.14); with an older optree,
-    namedtuple fields are named by their index instead.
-    """
-    if not hasattr(optree, "tree_flatten_with_accessor"):
-        paths, _, _ = optree.tree_flatten_with_path(tree, namespace="alf")
-        return [".".join(str(p) for p in path) for path in paths]
-    accessors, _, _ = optree.tree_flatten_with_accessor(tree, namespace="alf")
-    return [".".join(str(getattr(entry, "field", entry.entry)) for entry in a) for a in accessors]
-
-
-def _show(path: str) -> str:
-    return f"'{path}'" if path else "the whole data (a single tensor)"
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def describe_spec(data_spec: nest.Nest) -> SpecDescription:
-    """Describes a nest of :class:`TensorSpec` in plain data (for checkpoints).
-
-    Args:
-        data_spec: nest of :class:`TensorSpec`.
-
-    Returns:
-        One ``(path, shape, dtype)`` tuple per field in :func:`alf.nest.flatten` order,
-        e.g. ``("observation.position", (3,), "float32")``.
-
-    Raises:
-        ReplayBufferError: if a leaf is not a :class:`TensorSpec`.
-    """
-    description = []
-    for path, spec in zip(_leaf_paths(data_spec), nest.flatten(data_spec), strict=True):
-        if not isinstance(spec, TensorSpec):
-            raise ReplayBufferError(
-                f"data_spec field {_show(path)} must be a TensorSpec, got {spec!r}"
-            )
-        description.append((path, tuple(int(d) for d in spec.shape), _dtype_name(spec.dtype)))
-    return description
-
-
-def spec_differences(
-    saved: Sequence[tuple[str, Sequence[int], str]],
-    expected: Sequence[tuple[str, Sequence[int], str]],
-) -> list[str]:
-    """Human-readable differences between two :func:`describe_spec` descriptions.
-
-    Args:
-        saved: the description stored with some data (e.g. in a checkpoint).
-        expected: the description of the spec that is to receive it.
-
-    Returns:
-        One line per field that differs in shape or dtype, is missing from ``saved``, or
-        is extra in ``saved``; empty if the two describe the same fields.
-    """
-    saved_map = {path: (tuple(shape), dtype) for path, shape, dtype in saved}
-    expected_map = {path: (tuple(shape), dtype) for path, shape, dtype in expected}
-    lines = []
-    for path, (shape, dtype) in expected_map.items():
-        if path not in saved_map:
-            lines.append(
-                f"{path or '<data>'}: missing from the saved data "
-                f"(expected shape {shape}, dtype {dtype})"
-            )
-            continue
-        saved_shape, saved_dtype = saved_map[path]
-        if (saved_shape, saved_dtype) != (shape, dtype):
-            lines.append(
-                f"{path or '<data>'}: saved shape {saved_shape}, dtype {saved_dtype} vs "
-                f"expected shape {shape}, dtype {dtype}"
-            )
-    for path, (shape, dtype) in saved_map.items():
-        if path not in expected_map:
-            lines.append(
-                f"{path or '<data>'}: extra field in the saved data "
-                f"(shape {shape}, dtype {dtype}), not in the expected spec"
-            )
-    return lines
 
 
 def _as_index_tensor(name: str, value: Any) -> torch.Tensor:
@@ -284,16 +202,16 @@ class ReplayBuffer:
 
     def _structure_error(self, batch: nest.Nest) -> ReplayBufferError:
         try:
-            got = _leaf_paths(batch)
+            got = leaf_paths(batch)
         except Exception:  # an unflattenable batch: report its structure only
             got = []
         missing = [p for p in self._paths if p not in got]
         extra = [p for p in got if p not in self._paths]
         parts = []
         if missing:
-            parts.append("missing field(s) " + ", ".join(_show(p) for p in missing))
+            parts.append("missing field(s) " + ", ".join(show_field(p) for p in missing))
         if extra:
-            parts.append("unexpected field(s) " + ", ".join(_show(p) for p in extra))
+            parts.append("unexpected field(s) " + ", ".join(show_field(p) for p in extra))
         if not parts:
             structure = optree.tree_structure(batch, namespace="alf")
             parts.append(f"containers differ: got {structure}, expected {self._treespec}")
@@ -344,19 +262,19 @@ class ReplayBuffer:
                     leaf = torch.as_tensor(leaf)
                 except (TypeError, ValueError, RuntimeError) as e:
                     raise ReplayBufferError(
-                        f"ReplayBuffer.add_batch: field {_show(path)} is not a tensor: {e}"
+                        f"ReplayBuffer.add_batch: field {show_field(path)} is not a tensor: {e}"
                     ) from None
             if leaf.shape != (n, *spec.shape):
                 raise ReplayBufferError(
-                    f"ReplayBuffer.add_batch: field {_show(path)} has shape "
+                    f"ReplayBuffer.add_batch: field {show_field(path)} has shape "
                     f"{tuple(leaf.shape)}, expected {(n, *spec.shape)} "
                     f"([N, *spec.shape] with N={n})"
                 )
             if leaf.dtype != spec.dtype and not self._can_store(leaf.dtype, spec.dtype):
                 raise ReplayBufferError(
-                    f"ReplayBuffer.add_batch: field {_show(path)} has dtype "
-                    f"{_dtype_name(leaf.dtype)}, which cannot be stored without loss in its "
-                    f"{_dtype_name(spec.dtype)} spec"
+                    f"ReplayBuffer.add_batch: field {show_field(path)} has dtype "
+                    f"{dtype_name(leaf.dtype)}, which cannot be stored without loss in its "
+                    f"{dtype_name(spec.dtype)} spec"
                 )
             checked.append(leaf)
         if n == 0:
@@ -573,7 +491,7 @@ class ReplayBuffer:
         begin new episodes, which must not read as continuations of the stored ones.
         """
         if path not in self._paths:
-            raise ReplayBufferError(f"No field {_show(path)}; fields: {self._paths}")
+            raise ReplayBufferError(f"No field {show_field(path)}; fields: {self._paths}")
         held = self._pos > 0
         if not bool(held.any()):
             return
@@ -669,12 +587,14 @@ class ReplayBuffer:
         for path, tensor in zip(self._paths, self._storage, strict=True):
             saved = storage.get(path) if isinstance(storage, dict) else None
             if not isinstance(saved, torch.Tensor):
-                raise ReplayBufferError(f"The saved replay buffer has no tensor for {_show(path)}")
+                raise ReplayBufferError(
+                    f"The saved replay buffer has no tensor for {show_field(path)}"
+                )
             if saved.shape != tensor.shape or saved.dtype != tensor.dtype:
                 raise ReplayBufferError(
-                    f"The saved tensor of {_show(path)} has shape {tuple(saved.shape)} and "
-                    f"dtype {_dtype_name(saved.dtype)}, expected {tuple(tensor.shape)} and "
-                    f"{_dtype_name(tensor.dtype)}"
+                    f"The saved tensor of {show_field(path)} has shape {tuple(saved.shape)} and "
+                    f"dtype {dtype_name(saved.dtype)}, expected {tuple(tensor.shape)} and "
+                    f"{dtype_name(tensor.dtype)}"
                 )
         positions = state["positions"]
         if not (
