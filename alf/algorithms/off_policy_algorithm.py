@@ -12,9 +12,8 @@ from torch.func import functional_call
 from alf import nest
 from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import RLAlgorithm
-from alf.data_structures import BatchInfo, Experience, StepType, TimeStep
+from alf.data_structures import BatchInfo, Experience, StepType
 from alf.replay_buffers import ReplayBuffer
-from alf.tensor_specs import TensorSpec, zeros_from_spec
 from alf.utils.value_ops import n_step_return
 
 __all__ = [
@@ -84,23 +83,6 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self.offline_fraction = 0.0
 
     # ----------------------------------------------------------- replay data
-    def experience_spec(self) -> Any:
-        """Specs of one stored step: an :class:`Experience` of what ``rollout_step``
-        returns for this algorithm's observation and action specs."""
-        time_step = TimeStep(
-            step_type=torch.full((1,), StepType.FIRST, dtype=torch.int32),
-            reward=torch.zeros(1),
-            discount=torch.ones(1),
-            observation=zeros_from_spec(self.observation_spec, (1,)),
-            prev_action=zeros_from_spec(self.action_spec, (1,)),
-            env_id=torch.zeros(1, dtype=torch.int64),
-        )
-        state = self.zero_state(self.rollout_state_spec, 1)
-        with torch.no_grad():
-            step = self.rollout_step(time_step, state)
-        exp = Experience.from_time_step(time_step, step.output, step.info, state)
-        return nest.map_structure(lambda x: TensorSpec(tuple(x.shape[1:]), x.dtype), exp)
-
     def build_replay_buffer(self, *, num_envs: int) -> ReplayBuffer:
         """Creates the (empty) replay buffer for ``num_envs`` environments."""
         self._replay_buffer = self._replay_buffer_ctor(

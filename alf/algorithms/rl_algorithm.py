@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from alf import nest
 from alf.algorithms.algorithm import Algorithm
-from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
+from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
+from alf.tensor_specs import TensorSpec, zeros_from_spec
 
 __all__ = ["RLAlgorithm"]
 
@@ -115,6 +118,23 @@ class RLAlgorithm(Algorithm):
             Scalars to report in summaries (losses, entropy, ...).
         """
         raise NotImplementedError
+
+    def experience_spec(self) -> Any:
+        """Specs of one collected step: an :class:`Experience` of what ``rollout_step``
+        returns for this algorithm's observation and action specs."""
+        time_step = TimeStep(
+            step_type=torch.full((1,), StepType.FIRST, dtype=torch.int32),
+            reward=torch.zeros(1),
+            discount=torch.ones(1),
+            observation=zeros_from_spec(self.observation_spec, (1,)),
+            prev_action=zeros_from_spec(self.action_spec, (1,)),
+            env_id=torch.zeros(1, dtype=torch.int64),
+        )
+        state = self.zero_state(self.rollout_state_spec, 1)
+        with torch.no_grad():
+            step = self.rollout_step(time_step, state)
+        exp = Experience.from_time_step(time_step, step.output, step.info, state)
+        return nest.map_structure(lambda x: TensorSpec(tuple(x.shape[1:]), x.dtype), exp)
 
     def zero_state(self, spec: Any, batch_size: int) -> Any:
         """A zero state of ``spec`` for ``batch_size`` environments."""

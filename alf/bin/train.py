@@ -41,6 +41,7 @@ def main(argv: list[str]) -> None:
     from alf.environments import UnknownEnvironmentError
     from alf.trainers import CheckpointError, RLTrainer, TrainerConfig, TrainingDivergedError
     from alf.trainers.run_lock import RunDirLockedError
+    from alf.unrollers import ActorError
 
     if not FLAGS.root_dir:
         _fail("--root_dir is required", EXIT_USER_ERROR)
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> None:
         trainer.request_stop()
     try:
         result = trainer.train()
-    except TrainingDivergedError as err:
+    except (TrainingDivergedError, ActorError) as err:
         _fail(str(err), EXIT_TRAINING_ERROR)
     finally:
         trainer.close()

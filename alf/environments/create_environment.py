@@ -15,8 +15,10 @@ from alf.environments.gymnasium_environment import GymnasiumEnvironment
 __all__ = ["UnknownEnvironmentError", "create_environment", "resolve_env_id"]
 
 
-VECTORIZATION_MODES = ("sync", "vector_entry_point")
-"""In-process Gymnasium vectorization modes ALF supports."""
+VECTORIZATION_MODES = ("sync", "vector_entry_point", "envpool", "subprocess")
+"""How a batch of environments is stepped: in-process Gymnasium vector envs (``sync``,
+``vector_entry_point``), EnvPool's C++ thread pool (``envpool``, the ``[envpool]`` extra),
+or worker processes that each step a group of environments per message (``subprocess``)."""
 
 
 class UnknownEnvironmentError(ValueError):
@@ -62,6 +64,7 @@ def create_environment(
     *,
     seed: int | None = None,
     vectorization_mode: str = "sync",
+    num_workers: int | None = None,
     render_mode: str | None = None,
     max_episode_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
@@ -73,8 +76,14 @@ def create_environment(
             registered by importing a user module.
         num_parallel_environments: how many environments are stepped together.
         seed: seed of the first environment (environment ``i`` gets ``seed + i``).
-        vectorization_mode: ``"sync"`` (a Gymnasium ``SyncVectorEnv``, in-process) or
-            ``"vector_entry_point"`` (the environment's own vectorized implementation).
+        vectorization_mode: ``"sync"`` (a Gymnasium ``SyncVectorEnv``, in-process),
+            ``"vector_entry_point"`` (the environment's own vectorized implementation),
+            ``"envpool"`` (EnvPool's C++ thread pool; needs the ``[envpool]`` extra and an
+            id EnvPool supports) or ``"subprocess"`` (``num_workers`` processes, each
+            stepping ``num_parallel_environments / num_workers`` environments per message
+            through shared memory: for environments whose step is expensive).
+        num_workers: worker processes of the ``"subprocess"`` mode (default: one per CPU
+            core, at most one per environment).
         render_mode: e.g. ``"rgb_array"`` to record videos.
         max_episode_steps: overrides the registered time limit.
         env_kwargs: keyword arguments for the environment's constructor.
@@ -86,9 +95,35 @@ def create_environment(
         raise ValueError(
             f"vectorization_mode must be one of {VECTORIZATION_MODES}, got '{vectorization_mode}'"
         )
-    env_id = resolve_env_id(env_name)
     if num_parallel_environments < 1:
         raise ValueError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
+    if vectorization_mode == "envpool":
+        # EnvPool has its own registry (e.g. ``Pong-v5``), checked by the backend.
+        from alf.environments.envpool_environment import EnvPoolEnvironment
+
+        pool_kwargs = dict(env_kwargs or {})
+        if render_mode is not None:
+            pool_kwargs["render_mode"] = render_mode
+        return EnvPoolEnvironment(
+            env_id=env_name,
+            num_envs=num_parallel_environments,
+            seed=seed,
+            max_episode_steps=max_episode_steps,
+            env_kwargs=pool_kwargs,
+        )
+    env_id = resolve_env_id(env_name)
+    if vectorization_mode == "subprocess":
+        from alf.environments.subprocess_environment import SubprocessEnvironment
+
+        return SubprocessEnvironment(
+            env_name=env_name,
+            num_envs=num_parallel_environments,
+            num_workers=num_workers,
+            seed=seed,
+            render_mode=render_mode,
+            max_episode_steps=max_episode_steps,
+            env_kwargs=env_kwargs,
+        )
     kwargs = dict(env_kwargs or {})
     if render_mode is not None:
         kwargs["render_mode"] = render_mode

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import collections
+import inspect
 import os
 import time
 from typing import Any
 
+import gin
 import numpy as np
 import torch
 from absl import logging
 
 from alf import config as alf_config
+from alf import nest
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import StepType
@@ -21,6 +24,7 @@ from alf.trainers.checkpointer import Checkpointer, CheckpointError
 from alf.trainers.evaluator import EvalResult, Evaluator
 from alf.trainers.run_lock import RunDirLock
 from alf.trainers.trainer_config import RESUMABLE_SETTINGS, TrainerConfig
+from alf.unrollers.async_unroller import AsyncUnroller
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.summary import SummaryLogger, truncate_progress_log
 
@@ -54,6 +58,16 @@ def build_algorithm(config: TrainerConfig, env: AlfEnvironment) -> RLAlgorithm:
     # and torch's one-off optimizer set-up cost is paid while building the run.
     algorithm.optimizer  # noqa: B018
     return algorithm
+
+
+def configured_num_environments() -> int:
+    """``create_environment.num_parallel_environments`` as bound in the config (or its
+    default)."""
+    try:
+        return int(gin.query_parameter("create_environment.num_parallel_environments"))
+    except ValueError:
+        parameters = inspect.signature(create_environment).parameters
+        return int(parameters["num_parallel_environments"].default)
 
 
 def _load_into(algorithm: RLAlgorithm, state: dict[str, Any], path: str) -> None:
@@ -117,7 +131,12 @@ class RLTrainer:
         if resume_state is not None:
             # Fresh episodes after a resume must not replay the first run's seeds.
             seed += int(resume_state["env_steps"])
-        self.env = create_environment(seed=seed)
+        self.unroller: SyncUnroller | AsyncUnroller | None = None
+        # With async collection the environments live in the actor processes; the
+        # learner's single environment only tells the specs.
+        self.env = create_environment(
+            seed=seed, **({"num_parallel_environments": 1} if config.async_unroll else {})
+        )
         self.algorithm = build_algorithm(config, self.env)
         self.evaluator = None
         if config.evaluate:
@@ -129,7 +148,7 @@ class RLTrainer:
                 env=self.eval_env, algorithm=self.algorithm, num_episodes=config.num_eval_episodes
             )
         self.off_policy = isinstance(self.algorithm, OffPolicyAlgorithm)
-        self._setup_unroll_and_replay(config)
+        self._setup_unroll_and_replay(config, seed)
         if resume_state is not None:
             # After the environments are built (a bad env id is the clearer error), and
             # before anything in root_dir is written.
@@ -142,7 +161,7 @@ class RLTrainer:
         self.summary = SummaryLogger(root_dir, purge_step=self.iteration + 1)
         self._write_config(alf_config.config_str())
 
-    def _setup_unroll_and_replay(self, config: TrainerConfig) -> None:
+    def _setup_unroll_and_replay(self, config: TrainerConfig, seed: int) -> None:
         if not self.off_policy:
             if config.unroll_length != int(config.unroll_length):
                 raise ValueError(
@@ -152,14 +171,17 @@ class RLTrainer:
             for name in ("initial_collect_steps", "offline_buffer_dir"):
                 if getattr(config, name):
                     raise ValueError(f"TrainerConfig.{name} needs an off-policy algorithm")
-        self.unroller = SyncUnroller(
-            env=self.env,
-            algorithm=self.algorithm,
-            unroll_length=max(1, int(config.unroll_length)),
-        )
+        if config.async_unroll:
+            self.unroller = self._build_async_unroller(config, seed)
+        else:
+            self.unroller = SyncUnroller(
+                env=self.env,
+                algorithm=self.algorithm,
+                unroll_length=max(1, int(config.unroll_length)),
+            )
         if not self.off_policy:
             return
-        self.algorithm.build_replay_buffer(num_envs=self.env.batch_size)
+        self.algorithm.build_replay_buffer(num_envs=self.unroller.batch_size)
         if config.offline_buffer_dir:
             dirs = config.offline_buffer_dir
             dirs = [dirs] if isinstance(dirs, str) else list(dirs)
@@ -167,6 +189,27 @@ class RLTrainer:
             self.algorithm.set_offline_buffers(buffers, config.offline_fraction)
         elif config.offline_fraction >= 1.0:
             raise ValueError("TrainerConfig.offline_fraction=1.0 needs offline_buffer_dir")
+
+    def _build_async_unroller(self, config: TrainerConfig, seed: int) -> AsyncUnroller:
+        if config.unroll_length != int(config.unroll_length):
+            raise ValueError(
+                f"TrainerConfig.unroll_length={config.unroll_length}: async_unroll needs "
+                "a whole number of steps per fragment"
+            )
+        if config.offline_fraction >= 1.0 and config.offline_buffer_dir:
+            raise ValueError(
+                "TrainerConfig.async_unroll with offline_fraction=1.0 collects nothing"
+            )
+        return AsyncUnroller(
+            env_factory=create_environment,
+            algorithm=self.algorithm,
+            algorithm_factory=config.algorithm_ctor,
+            num_envs=configured_num_environments(),
+            unroll_length=int(config.unroll_length),
+            seed=seed,
+            config_text=alf_config.config_str(),
+            initial_random_steps=max(0, config.initial_collect_steps - self.env_steps),
+        )
 
     @property
     def offline_only(self) -> bool:
@@ -188,6 +231,8 @@ class RLTrainer:
 
     def _train_iteration(self) -> tuple[dict[str, float], int]:
         """Collects and trains once; returns the statistics and the env steps taken."""
+        if isinstance(self.unroller, AsyncUnroller):
+            return self._train_iteration_async()
         num_steps = self._steps_this_iteration()
         if not self.off_policy:
             experience = self.unroller.unroll()
@@ -203,6 +248,28 @@ class RLTrainer:
         if ready and algorithm.can_train():
             return algorithm.train_from_replay(), env_steps
         return {}, env_steps
+
+    def _train_iteration_async(self) -> tuple[dict[str, float], int]:
+        """Trains on the next fragments of the actors, then publishes the parameters."""
+        unroller: AsyncUnroller = self.unroller
+        steps_before = unroller.env_steps_taken
+        fragments = unroller.collect()
+        stats: dict[str, float] = {}
+        if not self.off_policy:
+            exps = [fragment.exp for fragment in fragments]
+            exp = exps[0]
+            if len(exps) > 1:
+                exp = nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *exps)
+            stats = self.algorithm.train_from_unroll(exp)
+        else:
+            algorithm: OffPolicyAlgorithm = self.algorithm
+            for fragment in fragments:
+                algorithm.observe_for_replay(fragment.new_rows())
+            stored = algorithm.replay_buffer.total_size
+            if stored >= self.config.initial_collect_steps and algorithm.can_train():
+                stats = algorithm.train_from_replay()
+        unroller.publish(self.algorithm)
+        return stats, unroller.env_steps_taken - steps_before
 
     # ----------------------------------------------------------------- state
     def _check_config(self, state: dict[str, Any], path: str) -> None:
@@ -358,6 +425,8 @@ class RLTrainer:
                     self._write_config(operative)
                     self.summary.text("config", operative)
                     unused = alf_config.inoperative_bindings()
+                    if isinstance(self.unroller, AsyncUnroller):  # used by the actors
+                        unused = [b for b in unused if not b.startswith("create_environment.")]
                     if unused:
                         logging.warning(
                             "These config bindings were never used by the run: %s",
@@ -378,6 +447,8 @@ class RLTrainer:
                         "train_time_s": round(self.train_time_s, 3),
                         "fps": round(window_steps / max(window_time, 1e-9), 1),
                     }
+                    if isinstance(self.unroller, AsyncUnroller):
+                        scalars.update(self.unroller.pop_stats())
                     if returns or recent_returns:
                         scalars["average_return"] = float(np.mean(recent_returns))
                         scalars["average_episode_length"] = float(np.mean(recent_lengths))
@@ -445,6 +516,8 @@ class RLTrainer:
     def close(self) -> None:
         """Closes the environments and summary files and releases ``root_dir``
         (idempotent)."""
+        if isinstance(self.unroller, AsyncUnroller):
+            self.unroller.close()
         for resource in (self.env, self.eval_env):
             if resource is not None:
                 resource.close()

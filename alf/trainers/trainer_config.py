@@ -26,6 +26,7 @@ RESUMABLE_SETTINGS = tuple(
         "max_consecutive_skipped_iterations",
         "allow_config_change",
         "stop_at_eval_return",
+        "async_unroll",
     )
 )
 """Bindings that may differ between a run and its resumption."""
@@ -75,6 +76,13 @@ class TrainerConfig:
         offline_buffer_dir: off-policy only: the ``root_dir`` (or a list of them) of
             earlier runs trained with ``ReplayBuffer.enable_checkpoint=True``; the replay
             buffers in their newest checkpoints are loaded as offline data.
+        async_unroll: collect with actor processes (:class:`~alf.unrollers.AsyncUnroller`,
+            configured as ``AsyncUnroller.num_actors = ...`` etc.) while the learner
+            trains. ``create_environment.num_parallel_environments`` environments are
+            split evenly over the actors; each training iteration takes
+            ``AsyncUnroller.fragments_per_iteration`` fragments of ``unroll_length``
+            steps. On-policy algorithms train on the fragments directly, off-policy ones
+            add them to the replay buffer. Async runs are not bit-for-bit reproducible.
         offline_fraction: the fraction of every mini-batch drawn from the offline data;
             1.0 trains on the offline data alone, without stepping the environments
             (then set the budget with ``num_iterations``).
@@ -100,6 +108,7 @@ class TrainerConfig:
     initial_collect_steps: int = 0
     offline_buffer_dir: str | list[str] | None = None
     offline_fraction: float = 0.5
+    async_unroll: bool = False
 
     def __post_init__(self) -> None:
         if self.algorithm_ctor is None:

@@ -1,6 +1,14 @@
 """Unrollers: run the algorithm's ``rollout_step`` in environments to collect experience."""
 
+from alf.unrollers.async_unroller import ActorError, ActorTimeoutError, AsyncUnroller, Fragment
 from alf.unrollers.episode_tracker import EpisodeTracker
 from alf.unrollers.sync_unroller import SyncUnroller
 
-__all__ = ["EpisodeTracker", "SyncUnroller"]
+__all__ = [
+    "ActorError",
+    "ActorTimeoutError",
+    "AsyncUnroller",
+    "EpisodeTracker",
+    "Fragment",
+    "SyncUnroller",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -57,6 +58,13 @@ class SyncUnroller:
         self._first_row_is_new = True
         self.num_random_steps = 0
         self._rows_this_call = 0
+        self.on_step: Callable[[], None] | None = None
+        """Called after every environment step (e.g. an actor's heartbeat)."""
+
+    @property
+    def batch_size(self) -> int:
+        """Number of environments."""
+        return self.env.batch_size
 
     @property
     def steps_per_unroll(self) -> int:
@@ -94,6 +102,8 @@ class SyncUnroller:
         rows = [self._row]
         for _ in range(num_steps):
             time_step = self.env.step(self._policy_step.output)
+            if self.on_step is not None:
+                self.on_step()
             self.episodes.update(time_step)
             rows.append(self._respond(time_step, self._policy_step.state))
         self._row = rows[-1]
@@ -103,6 +113,11 @@ class SyncUnroller:
     def random_actions(self) -> bool:
         """Whether the next executed action is a random one."""
         return self.num_random_steps > 0
+
+    @property
+    def first_row_is_new(self) -> bool:
+        """Whether row 0 of the last :meth:`unroll` result is new (the first call's)."""
+        return self._first_row_is_new
 
     def new_rows(self, exp: Experience) -> Experience:
         """The rows of :meth:`unroll`'s last result not returned by an earlier call

@@ -1,0 +1,257 @@
+"""A batch of environments stepped by EnvPool's C++ thread pool (the ``[envpool]`` extra)."""
+
+from __future__ import annotations
+
+import secrets
+import warnings
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from alf import nest
+from alf.data_structures import StepType, TimeStep
+from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.gymnasium_environment import _numpy_dtype
+from alf.tensor_specs import from_gym_space
+
+__all__ = ["EnvPoolEnvironment"]
+
+_OWN_KWARGS = ("task_id", "env_type", "num_envs", "seed", "max_episode_steps")
+"""``envpool.make`` arguments set from :class:`EnvPoolEnvironment`'s own arguments."""
+
+_FIRST, _MID, _LAST = (np.int32(t) for t in (StepType.FIRST, StepType.MID, StepType.LAST))
+
+
+def _import_envpool() -> ModuleType:
+    try:
+        import envpool
+    except ImportError as err:
+        raise ImportError(
+            f"vectorization_mode='envpool' needs EnvPool ({err}): pip install 'alf[envpool]'"
+        ) from err
+    return envpool
+
+
+def _is_single(spec_nest: nest.Nest) -> bool:
+    """Whether ``spec_nest`` is one spec rather than a nest of them."""
+    leaves = nest.flatten(spec_nest)
+    return len(leaves) == 1 and leaves[0] is spec_nest
+
+
+class EnvPoolEnvironment(AlfEnvironment):
+    """A batch of ``num_envs`` environments stepped synchronously by EnvPool.
+
+    The fastest backend, for the ids EnvPool implements natively (``envpool.list_all_envs()``).
+    Its TimeSteps follow :class:`~alf.environments.GymnasiumEnvironment` exactly: terminated
+    episodes end with discount 0, truncated ones (the time limit) with discount 1; the step
+    after a LAST one is FIRST with the reset observation, reward 0, discount 1 and a zero
+    ``prev_action`` (EnvPool resets an environment on the step after its episode ended and
+    ignores that step's action). Continuous actions outside the action space are clipped to
+    it and counted in :attr:`num_clipped_actions` (``prev_action`` is the clipped action);
+    discrete actions outside it raise ``ValueError`` (EnvPool itself would accept them).
+
+    Seeding differs from the Gymnasium backend: EnvPool seeds environment ``i`` with
+    ``seed + i`` in its own C++ random generators, so the episodes are reproducible for a
+    seed but not the same as Gymnasium's ``seed + i`` episodes.
+
+    Args:
+        env_id: an id in ``envpool.list_all_envs()``, e.g. ``"CartPole-v1"``.
+        num_envs: number of environments stepped together.
+        seed: seed of the pool (environment ``i`` derives its stream from ``seed + i``), an
+            int32; ``None`` picks a random one (kept in :attr:`seed`).
+        max_episode_steps: overrides the time limit (EnvPool's ``max_episode_steps``).
+        env_kwargs: further keyword arguments of ``envpool.make``, e.g. ``num_threads`` or
+            ``render_mode="rgb_array"``.
+
+    Raises:
+        ImportError: EnvPool is not installed.
+        ValueError: EnvPool does not support ``env_id``, or the arguments are invalid.
+    """
+
+    def __init__(
+        self,
+        *,
+        env_id: str,
+        num_envs: int,
+        seed: int | None = None,
+        max_episode_steps: int | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        envpool = _import_envpool()
+        if env_id not in envpool.list_all_envs():
+            raise ValueError(
+                f"EnvPool does not support environment id '{env_id}': use "
+                "vectorization_mode='sync' or 'subprocess' for it"
+            )
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        kwargs = dict(env_kwargs or {})
+        clash = sorted(set(kwargs) & set(_OWN_KWARGS))
+        if clash:
+            raise ValueError(f"env_kwargs must not set {clash}: they are EnvPoolEnvironment's")
+        if kwargs.get("batch_size", num_envs) != num_envs:
+            raise ValueError("EnvPool's asynchronous mode (batch_size < num_envs) is not supported")
+        if seed is None:
+            seed = secrets.randbelow(2**31 - num_envs)
+        elif not -(2**31) <= seed < 2**31 - num_envs:
+            raise ValueError(f"seed and seed + num_envs must be int32s, got seed {seed}")
+        if max_episode_steps is not None:
+            kwargs["max_episode_steps"] = max_episode_steps
+        self._env = envpool.make(
+            env_id, env_type="gymnasium", num_envs=num_envs, seed=seed, **kwargs
+        )
+        self.seed = seed
+        """The pool's seed (the random one picked for ``seed=None``)."""
+        with warnings.catch_warnings():  # EnvPool builds its Box spaces from float64 bounds
+            warnings.filterwarnings("ignore", message=".*precision lowered")
+            obs_space = getattr(self._env, "single_observation_space", self._env.observation_space)
+            act_space = getattr(self._env, "single_action_space", self._env.action_space)
+        for space in (obs_space, act_space):
+            if not isinstance(space, gym.spaces.Space):
+                raise TypeError(f"EnvPool gave a {type(space)}, not a Gymnasium space")
+        self._num_envs = num_envs
+        self._observation_spec = from_gym_space(obs_space)
+        self._obs_dtypes = nest.map_structure(_numpy_dtype, self._observation_spec)
+        single_obs = _is_single(self._observation_spec)
+        self._obs_dtype = self._obs_dtypes if single_obs else None
+        self._action_spec = from_gym_space(act_space)
+        self._action_specs = nest.flatten(self._action_spec)
+        self._single_action = _is_single(self._action_spec)
+        self._action_bounds = [
+            (
+                np.asarray(spec.minimum, dtype=_numpy_dtype(spec)),
+                np.asarray(spec.maximum, dtype=_numpy_dtype(spec)),
+            )
+            for spec in self._action_specs
+        ]
+        self._env_ids = np.arange(num_envs, dtype=np.int32)
+        self._env_ids_bytes = self._env_ids.tobytes()
+        self._env_id = torch.arange(num_envs, dtype=torch.int64)
+        self._first_next = np.ones(num_envs, dtype=bool)  # envs whose next step is FIRST
+        self._any_first_next = True
+        self._mid = torch.full((num_envs,), StepType.MID, dtype=torch.int32)
+        self._ones = torch.ones(num_envs)
+        self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
+        self.num_clipped_actions = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self._num_envs
+
+    @property
+    def envpool_env(self) -> Any:
+        """The wrapped EnvPool pool."""
+        return self._env
+
+    def observation_spec(self) -> nest.Nest:
+        return self._observation_spec
+
+    def action_spec(self) -> nest.Nest:
+        return self._action_spec
+
+    def _observation(self, obs: Any) -> Any:
+        # np.array copies (EnvPool may reuse its buffers) and casts in one pass.
+        if self._obs_dtype is not None:
+            return torch.from_numpy(np.array(obs, dtype=self._obs_dtype))
+        return nest.map_structure(
+            lambda x, dtype: torch.from_numpy(np.array(x, dtype=dtype)), obs, self._obs_dtypes
+        )
+
+    def _in_env_order(self, info: dict[str, Any], *outputs: Any) -> tuple[Any, ...]:
+        """``outputs`` with rows sorted by ``info["env_id"]`` (already so in synchronous mode)."""
+        ids = np.asarray(info["env_id"])
+        if ids.tobytes() == self._env_ids_bytes:  # the usual case, checked cheaply
+            return outputs
+        order = np.argsort(ids)
+        if not np.array_equal(ids[order], self._env_ids):
+            raise RuntimeError(
+                f"EnvPool returned env ids {ids.tolist()}, not 0..{self._num_envs - 1}"
+            )
+        return tuple(nest.map_structure(lambda x: np.asarray(x)[order], out) for out in outputs)
+
+    def reset(self) -> TimeStep:
+        obs, info = self._env.reset()
+        (obs,) = self._in_env_order(info, obs)
+        self._first_next[:] = False
+        self._any_first_next = False
+        n = self._num_envs
+        return TimeStep(
+            step_type=torch.full((n,), StepType.FIRST, dtype=torch.int32),
+            reward=torch.zeros(n),
+            discount=torch.ones(n),
+            observation=self._observation(obs),
+            prev_action=self._zero_action,
+            env_id=self._env_id,
+        )
+
+    def _action_to_numpy(self, action: Any) -> tuple[Any, Any]:
+        """The action as numpy for EnvPool, and as applied (clipped) tensors."""
+        arrays = []
+        leaves = [action] if self._single_action else nest.flatten(action)
+        for a, spec, (low, high) in zip(
+            leaves, self._action_specs, self._action_bounds, strict=True
+        ):
+            a = a.numpy(force=True)  # detached, on the CPU
+            outside = (a < low) | (a > high)
+            if spec.is_discrete:
+                if outside.any():
+                    raise ValueError(
+                        f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
+                    )
+            elif outside.any():
+                # Environments about to reset ignore their action: don't count those.
+                counted = outside.reshape(len(a), -1).any(1) & ~self._first_next
+                self.num_clipped_actions += int(counted.sum())
+                a = np.clip(a, low, high).astype(a.dtype, copy=False)
+            arrays.append(a)
+        if self._single_action:
+            return arrays[0], torch.from_numpy(arrays[0])
+        np_action = nest.pack_sequence_as(self._action_spec, arrays)
+        applied = nest.pack_sequence_as(self._action_spec, [torch.from_numpy(a) for a in arrays])
+        return np_action, applied
+
+    def step(self, action: Any) -> TimeStep:
+        np_action, applied = self._action_to_numpy(action)
+        obs, reward, terminated, truncated, info = self._env.step(np_action)
+        obs, reward, terminated, truncated = self._in_env_order(
+            info, obs, reward, terminated, truncated
+        )
+        reward = np.array(reward, dtype=np.float32)
+        done = terminated | truncated
+        if not self._any_first_next and not done.any():  # the usual case: all MID
+            step_type, discount, prev_action = self._mid.clone(), self._ones.clone(), applied
+        else:
+            first = self._first_next
+            last = done & ~first
+            step_type = torch.from_numpy(np.where(first, _FIRST, np.where(last, _LAST, _MID)))
+            discount = torch.from_numpy((~(terminated & ~first)).astype(np.float32))
+            prev_action = applied
+            if first.any():
+                reward[first] = 0.0
+                prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
+            self._first_next = last
+            self._any_first_next = bool(last.any())
+        return TimeStep(
+            step_type=step_type,
+            reward=torch.from_numpy(reward),
+            discount=discount,
+            observation=self._observation(obs),
+            prev_action=prev_action,
+            env_id=self._env_id,
+        )
+
+    def render(self) -> Any:
+        """A tuple of every environment's frame; needs ``env_kwargs={"render_mode": ...}``."""
+        if getattr(self._env, "render_mode", None) is None:
+            raise NotImplementedError(
+                "EnvPoolEnvironment renders only when created with "
+                "env_kwargs={'render_mode': 'rgb_array'}"
+            )
+        frames = self._env.render(env_ids=self._env_ids)
+        return None if frames is None else tuple(frames)
+
+    def close(self) -> None:
+        self._env.close()

@@ -1,0 +1,183 @@
+"""The actor process of asynchronous collection.
+
+An actor builds its environments and a CPU copy of the algorithm, then loops: take a free
+fragment buffer, load the newest published parameters if the version changed, unroll
+``unroll_length`` steps with a :class:`SyncUnroller`, write them into the buffer, and
+send its index to the learner. Every message is a small tuple of Python numbers and
+strings; the data stays in shared memory.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import torch
+
+from alf.unrollers.shared_memory import FragmentPool, SharedParameters
+from alf.unrollers.sync_unroller import SyncUnroller
+
+__all__ = ["ActorChannels", "ActorSetup", "FragmentMessage", "actor_main"]
+
+POLL_S = 0.05
+"""How often a waiting actor checks for a stop request and refreshes its heartbeat."""
+
+
+@dataclass(frozen=True)
+class ActorSetup:
+    """What one actor process needs to build itself (pickled to the process).
+
+    Attributes:
+        actor_id: index of the actor (``0..num_actors-1``).
+        config_text: gin bindings to load before building anything ("" for none).
+        env_factory: cloudpickled ``(num_parallel_environments=, seed=) -> AlfEnvironment``.
+        envs_per_actor: environments of the actor.
+        algorithm_factory: cloudpickled ``(observation_spec=, action_spec=) -> RLAlgorithm``.
+        env_seed: seed of the actor's first environment.
+        torch_seed: seed of the actor's action sampling.
+        unroll_length: environment steps per fragment.
+        num_random_steps: uniformly random actions to take first (initial collection).
+        env_id_offset: added to the actor's local environment ids (global ids).
+    """
+
+    actor_id: int
+    config_text: str
+    env_factory: bytes
+    envs_per_actor: int
+    algorithm_factory: bytes
+    env_seed: int
+    torch_seed: int
+    unroll_length: int
+    num_random_steps: int
+    env_id_offset: int
+
+
+@dataclass(frozen=True)
+class FragmentMessage:
+    """An actor's report of a filled buffer.
+
+    Attributes:
+        actor_id: the actor.
+        buffer: index of the filled buffer in the :class:`FragmentPool`.
+        version: version of the parameters that chose the fragment's actions.
+        first_row_is_new: whether row 0 is new (an actor's first fragment); otherwise it
+            repeats the last row of the actor's previous fragment.
+        env_steps: environment steps the fragment took.
+        collect_s: seconds spent collecting it (not waiting for a buffer).
+        episode_returns: returns of the episodes that ended in the fragment.
+        episode_lengths: their lengths.
+    """
+
+    actor_id: int
+    buffer: int
+    version: int
+    first_row_is_new: bool
+    env_steps: int
+    collect_s: float
+    episode_returns: list[float]
+    episode_lengths: list[int]
+
+
+@dataclass(frozen=True)
+class ActorChannels:
+    """The shared objects an actor talks through.
+
+    Attributes:
+        pool: fragment buffers.
+        parameters: published parameters.
+        free_buffers: queue of indices of buffers an actor may fill.
+        reports: queue of :class:`FragmentMessage`, ``("ready", id)`` and
+            ``("error", id, traceback)`` to the learner.
+        stop: event set by the learner to stop every actor.
+        heartbeats: shared float64 ``[num_actors]`` of each actor's last sign of life
+            (``time.time()``).
+    """
+
+    pool: FragmentPool
+    parameters: SharedParameters
+    free_buffers: Any
+    reports: Any
+    stop: Any
+    heartbeats: torch.Tensor
+
+
+def _take_free_buffer(channels: ActorChannels, actor_id: int, parent: int) -> int | None:
+    """A free buffer index, or None once a stop is requested or the learner is gone."""
+    while not channels.stop.is_set() and os.getppid() == parent:
+        channels.heartbeats[actor_id] = time.time()
+        try:
+            return channels.free_buffers.get(timeout=POLL_S)
+        except queue.Empty:
+            continue
+    return None
+
+
+def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
+    """Entry point of an actor process (see the module docstring).
+
+    Any exception is reported to the learner as ``("error", actor_id, traceback)``.
+    SIGINT is ignored: the learner handles Ctrl-C and stops the actors through
+    ``channels.stop``.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    actor_id = setup.actor_id
+    unroller = None
+    try:
+        if setup.config_text:
+            from alf import config as alf_config
+
+            alf_config.load_config_text(setup.config_text)
+        torch.manual_seed(setup.torch_seed)
+        env = cloudpickle.loads(setup.env_factory)(
+            num_parallel_environments=setup.envs_per_actor, seed=setup.env_seed
+        )
+        algorithm = cloudpickle.loads(setup.algorithm_factory)(
+            observation_spec=env.observation_spec(), action_spec=env.action_spec()
+        )
+        algorithm.eval()
+        unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=setup.unroll_length)
+        unroller.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.time())
+        version = -1
+        random_left = setup.num_random_steps
+        channels.heartbeats[actor_id] = time.time()
+        channels.reports.put(("ready", actor_id))
+        while True:
+            buffer = _take_free_buffer(channels, actor_id, parent)
+            if buffer is None:
+                break
+            start = time.perf_counter()
+            if channels.parameters.version != version:
+                version = channels.parameters.load_into(algorithm)
+            unroller.num_random_steps = random_left
+            exp = unroller.unroll()
+            random_left = max(0, random_left - unroller.steps_per_unroll)
+            exp = exp._replace(env_id=exp.env_id + setup.env_id_offset)
+            channels.pool.write(buffer, exp)
+            returns, lengths = unroller.episodes.pop_completed()
+            channels.reports.put(
+                FragmentMessage(
+                    actor_id=actor_id,
+                    buffer=buffer,
+                    version=version,
+                    first_row_is_new=unroller.first_row_is_new,
+                    env_steps=unroller.steps_per_unroll,
+                    collect_s=time.perf_counter() - start,
+                    episode_returns=returns,
+                    episode_lengths=lengths,
+                )
+            )
+    except BaseException:  # noqa: BLE001 - everything is reported to the learner
+        channels.reports.put(("error", actor_id, traceback.format_exc()))
+    finally:
+        if unroller is not None:
+            try:
+                unroller.close()
+            except Exception:  # noqa: BLE001 - closing after a failure is best effort
+                pass

@@ -1,0 +1,399 @@
+"""``AsyncUnroller``: actor processes collect into shared memory while the learner trains."""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from alf import nest
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.config import configurable
+from alf.data_structures import Experience
+from alf.unrollers.actor import ActorChannels, ActorSetup, FragmentMessage, actor_main
+from alf.unrollers.shared_memory import FragmentPool, SharedParameters
+
+__all__ = ["ActorError", "ActorTimeoutError", "AsyncUnroller", "Fragment"]
+
+POLL_S = 0.1
+"""How often the waiting learner checks the actors' health."""
+
+
+class ActorError(RuntimeError):
+    """An actor process failed: its exception (with traceback) or its exit."""
+
+
+class ActorTimeoutError(ActorError):
+    """An actor showed no sign of life for longer than its heartbeat timeout."""
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A trajectory fragment received from an actor.
+
+    Attributes:
+        exp: the ``[unroll_length + 1, envs_per_actor]`` :class:`Experience` (global
+            env ids); its last row is row 0 of the actor's next fragment.
+        actor_id: the actor that collected it.
+        version: the parameter version that chose its actions.
+        first_row_is_new: False when row 0 repeats the previous fragment's last row.
+    """
+
+    exp: Experience
+    actor_id: int
+    version: int
+    first_row_is_new: bool
+
+    def new_rows(self) -> Experience:
+        """The rows not delivered by an earlier fragment (for replay buffers)."""
+        if self.first_row_is_new:
+            return self.exp
+        return nest.map_structure(lambda x: x[1:], self.exp)
+
+
+class _ReceivedEpisodes:
+    """Episode returns and lengths reported by the actors (the EpisodeTracker API)."""
+
+    def __init__(self) -> None:
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+
+    def pop_completed(self) -> tuple[list[float], list[int]]:
+        returns, lengths = self.returns, self.lengths
+        self.returns, self.lengths = [], []
+        return returns, lengths
+
+
+@configurable
+class AsyncUnroller:
+    """Collects with ``num_actors`` processes while the learner trains.
+
+    Each actor owns ``num_envs / num_actors`` environments and a CPU copy of the
+    algorithm, and fills fragment buffers ``[unroll_length + 1, envs_per_actor]`` of a
+    shared-memory :class:`FragmentPool`; only buffer indices travel through queues. The
+    learner :meth:`publish` es its parameters every ``unroll_parameter_update_period``
+    training iterations; actors load a new version before their next fragment and stamp
+    the fragment with it. At most ``num_buffers`` fragments exist at once, which bounds
+    how far collection runs ahead of training. Fragments whose policy lag (published
+    versions since theirs) exceeds ``max_policy_lag`` are dropped and counted.
+
+    Failures surface in the learner within about a second: an exception in an actor as
+    :class:`ActorError` naming it and carrying its traceback; an actor that exits, as
+    :class:`ActorError` with its exit code; one silent for ``heartbeat_timeout_s`` (every
+    environment step is a heartbeat), as :class:`ActorTimeoutError`. :meth:`close` stops
+    and joins every actor (terminating stragglers) and frees the shared memory.
+
+    Runs are not bit-for-bit reproducible: which parameters chose which actions depends
+    on the timing of the processes.
+
+    Args:
+        env_factory: ``env_factory(num_parallel_environments=..., seed=...)`` builds one
+            actor's environments (cloudpickled to the actors; e.g. ``create_environment``).
+        algorithm: the learner's algorithm (its parameters are published).
+        algorithm_factory: ``algorithm_factory(observation_spec=, action_spec=)`` builds
+            an actor's copy (cloudpickled; usually ``TrainerConfig.algorithm_ctor``).
+        num_envs: environments over all actors (a multiple of ``num_actors``).
+        unroll_length: environment steps per environment per fragment.
+        seed: actor ``a``'s environment ``i`` gets seed ``seed + a * envs_per_actor + i``
+            (as in sync collection); action sampling is seeded per actor from
+            ``numpy.random.SeedSequence(seed).spawn``.
+        config_text: gin bindings the actors load before building (the run's config).
+        initial_random_steps: uniformly random actions taken first, split over the actors.
+        num_actors: actor processes.
+        num_buffers: fragment buffers (default ``2 * num_actors``).
+        fragments_per_iteration: fragments :meth:`collect` returns per call.
+        max_policy_lag: drop fragments older than this many versions (None: keep all).
+        unroll_parameter_update_period: training iterations between publications.
+        heartbeat_timeout_s: an actor silent this long (after it started) is an error.
+        startup_timeout_s: an actor not ready this long after starting is an error.
+    """
+
+    def __init__(
+        self,
+        *,
+        env_factory: Callable[..., Any],
+        algorithm: RLAlgorithm,
+        algorithm_factory: Callable[..., RLAlgorithm],
+        num_envs: int,
+        unroll_length: int,
+        seed: int = 0,
+        config_text: str = "",
+        initial_random_steps: int = 0,
+        num_actors: int = 2,
+        num_buffers: int | None = None,
+        fragments_per_iteration: int = 1,
+        max_policy_lag: int | None = None,
+        unroll_parameter_update_period: int = 1,
+        heartbeat_timeout_s: float = 60.0,
+        startup_timeout_s: float = 120.0,
+    ) -> None:
+        if num_actors < 1 or num_envs % num_actors:
+            raise ValueError(
+                f"AsyncUnroller: num_envs={num_envs} (create_environment."
+                f"num_parallel_environments) must be a positive multiple of "
+                f"num_actors={num_actors}"
+            )
+        num_buffers = num_buffers or 2 * num_actors
+        if not 1 <= fragments_per_iteration <= num_buffers:
+            raise ValueError(
+                f"AsyncUnroller: fragments_per_iteration={fragments_per_iteration} must be "
+                f"in [1, num_buffers={num_buffers}]"
+            )
+        if unroll_length < 1 or unroll_parameter_update_period < 1:
+            raise ValueError("AsyncUnroller: unroll_length and the update period must be >= 1")
+        self.num_actors = num_actors
+        self.envs_per_actor = num_envs // num_actors
+        self.batch_size = num_envs
+        self.unroll_length = unroll_length
+        self.fragments_per_iteration = fragments_per_iteration
+        self.max_policy_lag = max_policy_lag
+        self.update_period = unroll_parameter_update_period
+        self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.startup_timeout_s = startup_timeout_s
+        self.episodes = _ReceivedEpisodes()
+        self.env_steps_taken = 0  # over every fragment received, dropped ones included
+        self._iterations = 0
+        self._processes: list[Any] = []
+        self._closed = False
+        self._last_check = time.monotonic()
+        self._reset_stats()
+
+        ctx = mp.get_context("spawn")
+        self._channels = ActorChannels(
+            pool=FragmentPool(
+                spec=algorithm.experience_spec(),
+                num_buffers=num_buffers,
+                length=unroll_length + 1,
+                batch_size=self.envs_per_actor,
+            ),
+            parameters=SharedParameters(module=algorithm, lock=ctx.Lock()),
+            free_buffers=ctx.Queue(),
+            reports=ctx.Queue(),
+            stop=ctx.Event(),
+            heartbeats=torch.zeros(num_actors, dtype=torch.float64).share_memory_(),
+        )
+        self._channels.parameters.publish(algorithm)
+        for index in range(num_buffers):
+            self._channels.free_buffers.put(index)
+        torch_seeds = np.random.SeedSequence(seed).spawn(num_actors)
+        env_factory_bytes = cloudpickle.dumps(env_factory)
+        algorithm_factory_bytes = cloudpickle.dumps(algorithm_factory)
+        self._ready = [False] * num_actors
+        self._started_at = time.time()
+        # Close the actors even if the owner forgets to (or dies by an exception).
+        self._finalizer = weakref.finalize(self, _shutdown, self._channels, self._processes)
+        for actor_id in range(num_actors):
+            offset = actor_id * self.envs_per_actor
+            setup = ActorSetup(
+                actor_id=actor_id,
+                config_text=config_text,
+                env_factory=env_factory_bytes,
+                envs_per_actor=self.envs_per_actor,
+                algorithm_factory=algorithm_factory_bytes,
+                env_seed=seed + offset,
+                torch_seed=int(torch_seeds[actor_id].generate_state(1)[0]),
+                unroll_length=unroll_length,
+                num_random_steps=-(-initial_random_steps // num_actors),
+                env_id_offset=offset,
+            )
+            process = ctx.Process(
+                target=actor_main,
+                args=(setup, self._channels, os.getpid()),
+                name=f"alf-actor-{actor_id}",
+            )
+            process.start()
+            self._processes.append(process)
+
+    # ------------------------------------------------------------ learner API
+    @property
+    def steps_per_unroll(self) -> int:
+        """Environment steps in one fragment."""
+        return self.unroll_length * self.envs_per_actor
+
+    @property
+    def version(self) -> int:
+        """The newest published parameter version."""
+        return self._channels.parameters.version
+
+    def collect(self) -> list[Fragment]:
+        """Waits for ``fragments_per_iteration`` fragments young enough to keep.
+
+        Raises:
+            ActorError: an actor failed, exited or (:class:`ActorTimeoutError`) hung.
+        """
+        fragments: list[Fragment] = []
+        start = time.perf_counter()
+        while len(fragments) < self.fragments_per_iteration:
+            message = self._next_message()
+            self._stats["queue_depth"].append(self._queue_depth())
+            pool = self._channels.pool
+            exp = pool.read(message.buffer)
+            self._channels.free_buffers.put(message.buffer)
+            self.env_steps_taken += message.env_steps
+            self.episodes.returns += message.episode_returns
+            self.episodes.lengths += message.episode_lengths
+            self._stats["actor_steps_per_s"][message.actor_id] = (
+                message.env_steps / max(message.collect_s, 1e-9)
+            )
+            lag = self.version - message.version
+            if self.max_policy_lag is not None and lag > self.max_policy_lag:
+                self._stats["dropped"] += 1
+                continue
+            self._stats["lag"].append(lag)
+            fragments.append(
+                Fragment(
+                    exp=exp,
+                    actor_id=message.actor_id,
+                    version=message.version,
+                    first_row_is_new=message.first_row_is_new,
+                )
+            )
+        self._stats["wait_s"] += time.perf_counter() - start
+        return fragments
+
+    def publish(self, algorithm: RLAlgorithm) -> None:
+        """Counts a training iteration; every ``unroll_parameter_update_period``-th one
+        publishes ``algorithm``'s parameters to the actors."""
+        self._iterations += 1
+        if self._iterations % self.update_period == 0:
+            self._channels.parameters.publish(algorithm)
+
+    def pop_stats(self) -> dict[str, float]:
+        """Summaries since the last call: policy lag (min/mean/max), fragments dropped,
+        actor env steps/s (sum of the actors' latest rates), learner wait time and the
+        fraction of the window it spent waiting, and the mean number of filled fragments
+        waiting in the queue."""
+        stats = self._stats
+        elapsed = max(time.perf_counter() - stats["since"], 1e-9)
+        result = {
+            "async/fragments_dropped": float(stats["dropped"]),
+            "async/actor_env_steps_per_second": float(sum(stats["actor_steps_per_s"].values())),
+            "async/learner_wait_s": stats["wait_s"],
+            "async/learner_wait_fraction": stats["wait_s"] / elapsed,
+        }
+        if stats["lag"]:
+            lags = np.asarray(stats["lag"], dtype=np.float64)
+            result.update(
+                {
+                    "async/policy_lag_min": float(lags.min()),
+                    "async/policy_lag_mean": float(lags.mean()),
+                    "async/policy_lag_max": float(lags.max()),
+                }
+            )
+        if stats["queue_depth"]:
+            result["async/queue_depth"] = float(np.mean(stats["queue_depth"]))
+        self._reset_stats()
+        return result
+
+    def close(self) -> None:
+        """Stops and joins every actor and frees the shared memory (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._finalizer()
+
+    # ------------------------------------------------------------ internals
+    def _reset_stats(self) -> None:
+        self._stats: dict[str, Any] = {
+            "since": time.perf_counter(),
+            "lag": [],
+            "dropped": 0,
+            "wait_s": 0.0,
+            "queue_depth": [],
+            "actor_steps_per_s": getattr(self, "_stats", {}).get("actor_steps_per_s", {}),
+        }
+
+    def _queue_depth(self) -> int:
+        try:
+            return self._channels.reports.qsize()
+        except NotImplementedError:  # macOS
+            return 0
+
+    def _describe(self, actor_id: int) -> str:
+        first = actor_id * self.envs_per_actor
+        return (
+            f"Actor {actor_id} (pid {self._processes[actor_id].pid}, environments "
+            f"{first}..{first + self.envs_per_actor - 1})"
+        )
+
+    def _next_message(self) -> FragmentMessage:
+        if self._closed:
+            raise RuntimeError("AsyncUnroller.collect() after close()")
+        while True:
+            # Check even while messages flow: other actors' fragments must not hide one
+            # that hangs.
+            if time.monotonic() - self._last_check >= POLL_S:
+                self._check_actors()
+                self._last_check = time.monotonic()
+            try:
+                message = self._channels.reports.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if isinstance(message, FragmentMessage):
+                return message
+            self._handle_control(message)
+
+    def _handle_control(self, message: tuple) -> None:
+        kind, actor_id = message[0], message[1]
+        if kind == "ready":
+            self._ready[actor_id] = True
+        elif kind == "error":
+            raise ActorError(f"{self._describe(actor_id)} failed:\n{message[2]}")
+
+    def _check_actors(self) -> None:
+        now = time.time()
+        for actor_id, process in enumerate(self._processes):
+            if not process.is_alive():
+                # It may have reported why just before exiting: read that first.
+                deadline = time.monotonic() + 1.0
+                while time.monotonic() < deadline:
+                    try:
+                        message = self._channels.reports.get(timeout=POLL_S)
+                    except queue.Empty:
+                        continue
+                    if not isinstance(message, FragmentMessage):
+                        self._handle_control(message)
+                raise ActorError(
+                    f"{self._describe(actor_id)} exited unexpectedly with code "
+                    f"{process.exitcode}"
+                )
+            if self._ready[actor_id]:
+                silent = now - float(self._channels.heartbeats[actor_id])
+                if silent > self.heartbeat_timeout_s:
+                    raise ActorTimeoutError(
+                        f"{self._describe(actor_id)} has shown no sign of life for "
+                        f"{silent:.1f} s (heartbeat_timeout_s={self.heartbeat_timeout_s}): "
+                        "is an environment step hanging?"
+                    )
+            elif now - self._started_at > self.startup_timeout_s:
+                raise ActorTimeoutError(
+                    f"{self._describe(actor_id)} did not finish building its environments "
+                    f"and algorithm within startup_timeout_s={self.startup_timeout_s}"
+                )
+
+
+def _shutdown(channels: ActorChannels, processes: list[Any], join_s: float = 3.0) -> None:
+    """Stops the actors, joins them (terminating, then killing, stragglers) and closes
+    the queues."""
+    channels.stop.set()
+    deadline = time.monotonic() + join_s
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+            process.join(timeout=1.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for q in (channels.free_buffers, channels.reports):
+        q.cancel_join_thread()
+        q.close()
