@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import time
@@ -44,7 +45,8 @@ class Fragment:
         exp: the ``[unroll_length + 1, envs_per_actor]`` :class:`Experience` (global
             env ids); its last row is row 0 of the actor's next fragment.
         actor_id: the actor that collected it.
-        version: the parameter version that chose its actions.
+        version: the parameter version that chose its actions (but row 0's, when it
+            repeats the previous fragment's last row).
         first_row_is_new: False when row 0 repeats the previous fragment's last row.
     """
 
@@ -299,6 +301,9 @@ class AsyncUnroller:
         if not self._closed:
             self._closed = True
             self._finalizer()
+            # The queues' and locks' named semaphores are unlinked when collected.
+            self._channels = None
+            gc.collect()
 
     # ------------------------------------------------------------ internals
     def _reset_stats(self) -> None:
