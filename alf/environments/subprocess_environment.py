@@ -1,0 +1,404 @@
+"""A batch of environments stepped by worker processes through shared memory.
+
+Each worker process owns a contiguous group of the environments and steps the whole
+group per message, so one step of the batch costs one tiny message and one tiny reply
+per *worker*, not per environment. Observations, rewards and actions never travel
+through the pipes: they live in shared-memory tensors that the parent allocates once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+import cloudpickle
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+from alf import nest
+from alf.data_structures import TimeStep
+from alf.environments.alf_environment import AlfEnvironment
+
+__all__ = ["EnvironmentWorkerError", "SubprocessEnvironment"]
+
+_POLL_S = 0.5  # how often a waiting side checks that the other side is still alive
+_JOIN_TIMEOUT_S = 5.0  # how long close() waits for a worker before terminating it
+
+
+class EnvironmentWorkerError(RuntimeError):
+    """A worker of a :class:`SubprocessEnvironment` failed, died or timed out.
+
+    The message names the worker, its environment range and, for an exception raised
+    inside the worker, the worker's formatted traceback.
+    """
+
+
+def _group_bounds(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
+    """Contiguous ``[lo, hi)`` groups whose sizes differ by at most one."""
+    base, extra = divmod(num_envs, num_workers)
+    bounds, lo = [], 0
+    for w in range(num_workers):
+        hi = lo + base + (1 if w < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
+    """Body of a worker process: builds its group of envs, then serves commands.
+
+    Replies are ``("ok", payload)`` or ``("error", formatted_traceback)``. The worker
+    ignores SIGINT (the parent shuts it down) and exits on ``close``, on EOF of its pipe,
+    or when its parent process is gone.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    env = None
+    views: list[torch.Tensor] = []
+    action: Any = None
+    try:
+        from alf.environments.create_environment import create_environment
+
+        env_name, num_envs, kwargs, lo, hi = cloudpickle.loads(build_args)
+        env = create_environment(env_name, num_envs, vectorization_mode="sync", **kwargs)
+        conn.send(("ok", (env.observation_spec(), env.action_spec())))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+    clipped = 0
+    poller = select.poll()  # cheaper per step than Connection.poll
+    poller.register(conn.fileno(), select.POLLIN)
+    try:
+        while True:
+            while not poller.poll(_POLL_S * 1000):
+                if os.getppid() != parent_pid:
+                    return
+            cmd, payload = conn.recv()
+            if cmd == "close":
+                return
+            try:
+                if cmd == "buffers":
+                    shared_ts, shared_action = payload
+                    # Every field but env_id (global ids, filled by the parent).
+                    views = [t[lo:hi] for t in nest.flatten(shared_ts._replace(env_id=()))]
+                    action = nest.map_structure(lambda t: t[lo:hi], shared_action)
+                    conn.send(("ok", None))
+                    continue
+                if env is None:
+                    raise RuntimeError("the environments of this worker failed to build")
+                if cmd == "render":
+                    conn.send(("ok", env.render()))
+                    continue
+                if cmd == "reset":
+                    ts = env.reset()
+                else:  # "step"; a copy, so an env keeping its action sees no later writes
+                    ts = env.step(nest.map_structure(torch.clone, action))
+                for dst, src in zip(views, nest.flatten(ts._replace(env_id=())), strict=True):
+                    dst.copy_(src)
+                count = getattr(env, "num_clipped_actions", 0)
+                conn.send(("ok", count - clipped))
+                clipped = count
+            except Exception:
+                conn.send(("error", traceback.format_exc()))
+    except (EOFError, OSError, KeyboardInterrupt):
+        return
+    finally:
+        if env is not None:
+            try:
+                env.close()
+            except Exception:
+                pass
+        conn.close()
+        # Skip the interpreter's teardown of torch's modules (~0.5 s per worker here):
+        # the environments are closed, so run the exit hooks, flush and leave.
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+class SubprocessEnvironment(AlfEnvironment):
+    """Steps ``num_envs`` Gymnasium environments in ``num_workers`` processes.
+
+    Worker ``w`` builds environments ``[lo_w, hi_w)`` in-process with
+    ``create_environment(env_name, hi_w - lo_w, seed=seed + lo_w, vectorization_mode=
+    "sync", ...)``, so environment ``i`` is seeded with ``seed + i`` exactly as in the
+    ``sync`` backend, and every :class:`TimeStep` rule (NEXT_STEP autoreset, discounts,
+    action clipping) is the :class:`GymnasiumEnvironment`'s. Workers are started with the
+    ``spawn`` method and get every argument explicitly (no gin config needed in them);
+    ``module:EnvName-v0`` ids work because spawned children get the parent's ``sys.path``.
+
+    The specs come from the workers: each sends its specs back once its group is built
+    (the parent never builds an environment, which matters for the expensive ones this
+    backend is for, and the builds run in parallel). The parent then allocates the
+    ``[num_envs, ...]`` TimeStep and action nests as shared tensors and hands them to the
+    workers once. A step writes the actions into shared memory, sends one small message
+    per worker, and waits for one small reply per worker carrying its count of clipped
+    actions. ``reset``/``step`` return clones of the shared tensors. The tensors use
+    torch's ``file_descriptor`` sharing: each segment is unlinked from /dev/shm as soon as
+    it is created and reaches the workers as a file descriptor, so nothing is left in
+    /dev/shm even if the parent is killed. Starting costs a Python interpreter importing
+    torch per worker (1-4 s on two loaded cores).
+
+    Failures: an exception inside a worker (at build, reset, step or render), a worker
+    that dies, or one that does not answer within ``step_timeout_s`` raises
+    :class:`EnvironmentWorkerError` naming the worker, its environment range and (for an
+    exception) its traceback. The environment is closed before the error is raised: all
+    workers are joined or killed and the shared memory is released. Discrete actions
+    outside the action space raise ``ValueError`` in the parent, before any worker steps.
+
+    Args:
+        env_name: a registered Gymnasium id, or ``module:EnvName-v0``.
+        num_envs: number of environments in the batch.
+        num_workers: number of worker processes (default ``min(os.cpu_count(),
+            num_envs)``); environments are split into contiguous groups whose sizes
+            differ by at most one.
+        seed: seed of the first environment (environment ``i`` gets ``seed + i``).
+        render_mode: e.g. ``"rgb_array"``.
+        max_episode_steps: overrides the registered time limit.
+        env_kwargs: keyword arguments of the environment's constructor (shipped to the
+            workers with ``cloudpickle``).
+        step_timeout_s: longest wait for a worker's answer to reset, step or render;
+            ``None`` waits forever. Dead workers are detected within about a second
+            either way; building the environments has no time limit.
+    """
+
+    def __init__(
+        self,
+        *,
+        env_name: str,
+        num_envs: int,
+        num_workers: int | None = None,
+        seed: int | None = None,
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+        step_timeout_s: float | None = None,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if num_workers is None:
+            num_workers = min(os.cpu_count() or 1, num_envs)
+        if not 1 <= num_workers <= num_envs:
+            raise ValueError(f"num_workers must be in [1, num_envs={num_envs}], got {num_workers}")
+        self._num_envs = num_envs
+        self._step_timeout_s = step_timeout_s
+        self._bounds = _group_bounds(num_envs, num_workers)
+        self._closed = False
+        self._conns: list[Connection] = []
+        self._processes: list[Any] = []
+        self._shared_ts: TimeStep | None = None
+        self._shared_action: Any = None
+        self._action_buffers: list[torch.Tensor] = []
+        self._poller = select.poll()
+        self._worker_of_fd: dict[int, int] = {}
+        self.num_clipped_actions = 0
+        ctx = mp.get_context("spawn")
+        try:
+            for lo, hi in self._bounds:
+                kwargs = dict(
+                    seed=None if seed is None else seed + lo,
+                    render_mode=render_mode,
+                    max_episode_steps=max_episode_steps,
+                    env_kwargs=env_kwargs,
+                )
+                build_args = cloudpickle.dumps((env_name, hi - lo, kwargs, lo, hi))
+                parent_conn, child_conn = ctx.Pipe()
+                process = ctx.Process(
+                    target=_worker,
+                    args=(child_conn, build_args, os.getpid()),
+                    name=f"alf-env-worker-{len(self._processes)}",
+                    daemon=True,
+                )
+                process.start()
+                child_conn.close()  # so that the worker's death reads as EOF here
+                self._poller.register(parent_conn.fileno(), select.POLLIN)
+                self._worker_of_fd[parent_conn.fileno()] = len(self._conns)
+                self._conns.append(parent_conn)
+                self._processes.append(process)
+            specs = self._call(None)
+            self._observation_spec, self._action_spec = specs[0]
+            for w, spec in enumerate(specs[1:], 1):
+                if not _same_specs(spec, specs[0]):
+                    raise self._error(w, f"has specs {spec}, different from worker 0's")
+            self._action_leaves = nest.flatten(self._action_spec)
+            self._discrete_bounds = [
+                (torch.as_tensor(s.minimum), torch.as_tensor(s.maximum)) if s.is_discrete else None
+                for s in self._action_leaves
+            ]
+            self._shared_ts = nest.map_structure(
+                lambda s: s.zeros((num_envs,)).share_memory_(), self.time_step_spec()
+            )
+            self._shared_ts.env_id.copy_(torch.arange(num_envs))
+            self._shared_action = nest.map_structure(
+                lambda s: s.zeros((num_envs,)).share_memory_(), self._action_spec
+            )
+            self._action_buffers = nest.flatten(self._shared_action)
+            self._call(None, "buffers", (self._shared_ts, self._shared_action))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def batch_size(self) -> int:
+        return self._num_envs
+
+    @property
+    def num_workers(self) -> int:
+        """Number of worker processes."""
+        return len(self._bounds)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers (empty once closed)."""
+        return [p.pid for p in self._processes]
+
+    def observation_spec(self) -> nest.Nest:
+        return self._observation_spec
+
+    def action_spec(self) -> nest.Nest:
+        return self._action_spec
+
+    def reset(self) -> TimeStep:
+        self._check_open()
+        self._call(self._step_timeout_s, "reset")
+        return nest.map_structure(torch.clone, self._shared_ts)
+
+    def step(self, action: Any) -> TimeStep:
+        self._check_open()
+        self._write_actions(action)
+        self.num_clipped_actions += sum(self._call(self._step_timeout_s, "step"))
+        return nest.map_structure(torch.clone, self._shared_ts)
+
+    def _write_actions(self, action: Any) -> None:
+        # A frame of its own: no traceback of a later error keeps a shared tensor alive.
+        for a, spec, bounds, dst in zip(
+            nest.flatten(action),
+            self._action_leaves,
+            self._discrete_bounds,
+            self._action_buffers,
+            strict=True,
+        ):
+            if bounds is not None and bool(((a < bounds[0]) | (a > bounds[1])).any()):
+                raise ValueError(
+                    f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
+                )
+            dst.copy_(a)
+
+    def render(self) -> Any:
+        """Frames of all environments in order (a tuple, as Gymnasium's vector envs)."""
+        self._check_open()
+        frames = self._call(self._step_timeout_s, "render")
+        if all(f is None for f in frames):
+            return None
+        if all(isinstance(f, np.ndarray) for f in frames):
+            return np.concatenate(frames)
+        return tuple(frame for group in frames for frame in group)
+
+    def close(self) -> None:
+        """Stops the workers (joining, then terminating, then killing them) and frees
+        the shared memory. Idempotent."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        for conn in self._conns:
+            try:
+                conn.send(("close", None))
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + _JOIN_TIMEOUT_S
+        for process in self._processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(1.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            process.close()
+        for conn in self._conns:
+            self._poller.unregister(conn.fileno())
+            conn.close()
+        self._processes, self._conns = [], []
+        self._shared_ts = self._shared_action = None
+        self._action_buffers = []
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("SubprocessEnvironment is closed")
+
+    def _error(self, w: int, what: str) -> EnvironmentWorkerError:
+        lo, hi = self._bounds[w]
+        return EnvironmentWorkerError(f"Environment worker {w} (environments [{lo}, {hi})) {what}")
+
+    def _dead_error(self, w: int) -> EnvironmentWorkerError:
+        process = self._processes[w]
+        process.join(2.0)
+        return self._error(w, f"died (pid {process.pid}, exit code {process.exitcode})")
+
+    def _call(self, timeout_s: float | None, cmd: str | None = None, payload: Any = None) -> list:
+        """Sends ``cmd`` to every worker (unless None) and returns their replies. On any
+        failure, or an interrupt that would leave replies unread, closes and raises."""
+        try:
+            for w, conn in enumerate(self._conns if cmd is not None else ()):
+                try:
+                    conn.send((cmd, payload))
+                except OSError:
+                    raise self._dead_error(w) from None
+            payload = None  # a traceback must not keep shared tensors alive
+            return self._gather_replies(timeout_s)
+        except BaseException:
+            payload = None
+            self.close()
+            raise
+
+    def _gather_replies(self, timeout_s: float | None) -> list[Any]:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        replies: list[Any] = [None] * len(self._conns)
+        pending = set(range(len(self._conns)))
+        while pending:
+            wait_s = _POLL_S if deadline is None else min(_POLL_S, deadline - time.monotonic())
+            events = self._poller.poll(max(0.0, wait_s) * 1000)
+            for fd, _ in events:
+                w = self._worker_of_fd[fd]
+                if w not in pending:  # replied already, now hung up: it died
+                    raise self._dead_error(w)
+                try:
+                    status, payload = self._conns[w].recv()
+                except (EOFError, OSError):
+                    raise self._dead_error(w) from None
+                if status == "error":
+                    raise self._error(w, f"raised an exception:\n{payload}")
+                replies[w] = payload
+                pending.discard(w)
+            if not events:
+                for w in sorted(pending):
+                    if not self._processes[w].is_alive():
+                        raise self._dead_error(w)
+                if deadline is not None and time.monotonic() >= deadline:
+                    w = min(pending)
+                    self._processes[w].kill()  # hung: close() need not wait for it
+                    raise self._error(w, f"did not answer within {timeout_s} s")
+        return replies
+
+
+def _same_specs(a: Any, b: Any) -> bool:
+    try:
+        nest.assert_same_structure(a, b)
+    except ValueError:
+        return False
+    return all(x == y for x, y in zip(nest.flatten(a), nest.flatten(b), strict=True))
