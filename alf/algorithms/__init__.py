@@ -2,6 +2,7 @@
 
 from alf.algorithms.actor_critic import ActorCriticAlgorithm
 from alf.algorithms.algorithm import Algorithm
+from alf.algorithms.appo import AppoAlgorithm
 from alf.algorithms.ddpg import DdpgAlgorithm
 from alf.algorithms.dqn import DqnAlgorithm
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
@@ -14,6 +15,7 @@ from alf.algorithms.td3 import Td3Algorithm
 __all__ = [
     "ActorCriticAlgorithm",
     "Algorithm",
+    "AppoAlgorithm",
     "DdpgAlgorithm",
     "DqnAlgorithm",
     "OffPolicyAlgorithm",

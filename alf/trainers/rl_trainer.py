@@ -105,6 +105,7 @@ class RLTrainer:
         self.env: AlfEnvironment | None = None
         self.eval_env: AlfEnvironment | None = None
         self.summary: SummaryLogger | None = None
+        self.unroller: SyncUnroller | AsyncUnroller | None = None
         self._lock = RunDirLock(root_dir=root_dir)
         try:
             self._build(config, root_dir)
@@ -131,7 +132,6 @@ class RLTrainer:
         if resume_state is not None:
             # Fresh episodes after a resume must not replay the first run's seeds.
             seed += int(resume_state["env_steps"])
-        self.unroller: SyncUnroller | AsyncUnroller | None = None
         # With async collection the environments live in the actor processes; the
         # learner's single environment only tells the specs.
         self.env = create_environment(

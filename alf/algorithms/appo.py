@@ -1,0 +1,221 @@
+"""Asynchronous PPO (APPO): PPO's clipped objective with V-trace targets.
+
+The trajectories may come from a slightly older policy than the one being trained (an
+asynchronous collector's actors reload parameters only now and then). APPO corrects for
+this twice: the value targets and advantages are V-trace's (Espeholt et al., 2018),
+whose truncated importance weights ``min(clip_rho, pi/mu)`` are computed once per
+trajectory from the behaviour log-probabilities stored in ``rollout_info``, and the
+policy loss is PPO's clipped surrogate with the ratio to the *behaviour* policy, which
+also bounds how far several epochs or mini-batches move the policy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from alf import nest
+from alf.algorithms.actor_critic import (
+    ActorCriticAlgorithm,
+    ActorCriticRolloutInfo,
+    ActorCriticTrainInfo,
+)
+from alf.algorithms.ppo import (
+    ClipSchedule,
+    clip_fraction,
+    clipped_surrogate_loss,
+    clipped_value_loss,
+)
+from alf.config import configurable
+from alf.data_structures import Experience, LossInfo
+from alf.utils.schedules import Schedule
+from alf.utils.value_ops import valid_mask, vtrace
+
+__all__ = ["AppoAlgorithm"]
+
+
+@configurable
+class AppoAlgorithm(ActorCriticAlgorithm):
+    """APPO: PPO's clipped objective on V-trace targets, for lagging behaviour policies.
+
+    :meth:`preprocess_experience` recomputes, with the current networks and without
+    autograd, the log-probabilities of the stored actions and the values of every row of
+    the ``[T+1, B]`` trajectory; ``log_rhos = log pi(a|x) - log mu(a|x)`` (``mu``: the
+    behaviour log-probability in ``rollout_info.log_prob``) feed
+    :func:`~alf.utils.value_ops.vtrace`, whose ``vs`` become the value targets
+    (``returns``) and whose policy-gradient advantages (``min(clip_pg_rho, rho) (r +
+    gamma v' - V)``) become ``advantage``. V-trace is computed once per trajectory.
+
+    The policy loss is PPO's clipped surrogate with ``ratio = exp(log pi_new(a|x) -
+    log mu(a|x))``: the ratio to the behaviour policy, so that actions the current
+    policy already prefers more (or less) than the stale behaviour policy did are
+    clipped. With ``num_epochs > 1`` or several mini-batches, later updates are further
+    off-policy with respect to ``mu``; the clip handles that as in PPO. The value loss is
+    the squared error to ``vs`` (optionally clipped around the recomputed values, like
+    PPO's ``value_clip``), and an entropy bonus is added. (The advantages keep V-trace's
+    ``min(clip_pg_rho, rho)`` weight on top of the surrogate's ratio, as RLlib's APPO
+    does: this only damps the steps whose action the current policy now likes less than
+    the behaviour policy did; on-policy both are 1.)
+
+    When the behaviour policy is the current one (all ratios 1), V-trace's ``vs`` are
+    GAE's lambda-returns, and APPO trains like PPO with ``gae_lambda`` as its lambda.
+
+    ``calc_loss`` reports ``clip_fraction`` and ``mean_rho`` (the mean ratio to the
+    behaviour policy in the mini-batch); :meth:`train_from_unroll` also reports, over the
+    trajectory's steps when V-trace was computed (before any update on it),
+    ``vtrace_mean_rho``, the mean of ``pi/mu`` (about 1 whatever the lag, since
+    ``E_mu[pi/mu] = 1``), and ``vtrace_mean_abs_log_rho``, the mean of ``|log(pi/mu)|``
+    (0 on-policy; it grows with the behaviour policy's staleness).
+
+    Stateless (feed-forward) networks only, like every on-policy algorithm.
+
+    Args:
+        observation_spec: nest of specs of one observation.
+        action_spec: spec of one action.
+        clip: the ratio clip epsilon, a number or a :class:`Schedule`.
+        value_clip: if given, clip the new value to ``old_value +- value_clip`` (the old
+            value being the one recomputed in preprocessing) and take the larger of the
+            clipped and unclipped errors.
+        gae_lambda: the lambda of V-trace's traces (``c_t = gae_lambda * min(clip_c,
+            rho_t)``); named as in :class:`ActorCriticAlgorithm`, whose GAE lambda it
+            equals when the behaviour policy is the current one. Default 1.0 (IMPALA's).
+        clip_rho: V-trace's truncation of the importance weights of the TD errors
+            (``rho_bar``).
+        clip_c: V-trace's truncation of the trace coefficients (``c_bar``).
+        clip_pg_rho: truncation of the importance weights of the policy-gradient
+            advantages.
+        normalize_advantages: normalise advantages per mini-batch.
+        num_epochs: passes over each trajectory. Default 1: with an asynchronous
+            collector, the learner's time per trajectory adds to the policy lag.
+        mini_batch_size: steps per update. Default None: one update on the whole
+            trajectory (IMPALA's shape: the learner's cost per trajectory is one
+            update, and every update uses the freshest data). Set it (and
+            ``num_epochs``) to reuse each trajectory more, as PPO does; the clip keeps
+            those updates close to the behaviour policy.
+        **kwargs: see :class:`ActorCriticAlgorithm` (``gamma``, ``value_loss_coef``,
+            ``entropy_coef``, ``reward_scale``, ``actor_network_ctor``,
+            ``value_network_ctor``, optimizer, learning rate and gradient clipping).
+    """
+
+    def __init__(
+        self,
+        *,
+        observation_spec: Any,
+        action_spec: Any,
+        clip: float | Schedule = 0.2,
+        value_clip: float | None = None,
+        gae_lambda: float = 1.0,
+        clip_rho: float = 1.0,
+        clip_c: float = 1.0,
+        clip_pg_rho: float = 1.0,
+        normalize_advantages: bool = True,
+        num_epochs: int = 1,
+        mini_batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            observation_spec=observation_spec,
+            action_spec=action_spec,
+            gae_lambda=gae_lambda,
+            normalize_advantages=normalize_advantages,
+            num_epochs=num_epochs,
+            mini_batch_size=mini_batch_size,
+            **kwargs,
+        )
+        truncations = {"clip_rho": clip_rho, "clip_c": clip_c, "clip_pg_rho": clip_pg_rho}
+        for name, value in truncations.items():
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        self._clip = ClipSchedule(clip)
+        self.value_clip = value_clip
+        self.clip_rho = clip_rho
+        self.clip_c = clip_c
+        self.clip_pg_rho = clip_pg_rho
+        self._vtrace_stats: dict[str, torch.Tensor] = {}
+
+    @property
+    def clip(self) -> float:
+        """The current ratio clip epsilon."""
+        return self._clip.value
+
+    def set_progress(self, progress: float) -> None:
+        super().set_progress(progress)
+        self._clip.set_progress(progress)
+
+    def target_log_prob_and_value(self, exp: Experience) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current policy's log-probabilities of ``exp``'s actions and the current
+        values of its observations, for a ``[T, B]`` trajectory (both ``[T, B]``)."""
+        outer = exp.step_type.shape[:2]
+
+        def flat(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(-1, *x.shape[2:])
+
+        observation = nest.map_structure(flat, exp.observation)
+        action = nest.map_structure(flat, exp.action)
+        log_prob = self.actor_network(observation).log_prob(action)
+        value = self.value_network(observation)
+        return log_prob.reshape(outer), value.reshape(outer)
+
+    def preprocess_experience(self, exp: Experience) -> Experience:
+        """V-trace targets for a ``[T+1, B]`` trajectory (see the class docstring).
+
+        Returns:
+            The ``[T, B]`` trajectory whose ``rollout_info`` is an
+            :class:`ActorCriticRolloutInfo` of the behaviour ``log_prob``, the recomputed
+            ``value``, V-trace's policy-gradient ``advantage`` and its ``returns`` (``vs``).
+        """
+        info: ActorCriticRolloutInfo = exp.rollout_info
+        log_prob, value = self.target_log_prob_and_value(exp)
+        log_rhos = log_prob - info.log_prob
+        returns, advantages = vtrace(
+            rewards=exp.reward * self.reward_scale,
+            values=value,
+            step_types=exp.step_type,
+            discounts=exp.discount,
+            log_rhos=log_rhos,
+            gamma=self.gamma,
+            td_lambda=self.gae_lambda,
+            clip_rho=self.clip_rho,
+            clip_c=self.clip_c,
+            clip_pg_rho=self.clip_pg_rho,
+        )
+        valid_log_rhos = log_rhos[:-1][valid_mask(exp.step_type).bool()]
+        self._vtrace_stats = {}
+        if valid_log_rhos.numel():
+            self._vtrace_stats = {
+                "vtrace_mean_rho": valid_log_rhos.exp().mean(),
+                "vtrace_mean_abs_log_rho": valid_log_rhos.abs().mean(),
+            }
+        head = nest.map_structure(lambda t: t[:-1], exp._replace(rollout_info=()))
+        return head._replace(
+            rollout_info=info._replace(
+                log_prob=info.log_prob[:-1],
+                value=value[:-1],
+                advantage=advantages,
+                returns=returns,
+            )
+        )
+
+    def train_from_unroll(self, exp: Experience) -> dict[str, Any]:
+        stats = super().train_from_unroll(exp)
+        stats.update(self._vtrace_stats)
+        return stats
+
+    def policy_loss(self, info: ActorCriticTrainInfo, advantages: torch.Tensor) -> torch.Tensor:
+        return clipped_surrogate_loss(info.log_prob, info.rollout.log_prob, advantages, self.clip)
+
+    def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
+        rollout = info.rollout
+        return clipped_value_loss(info.value, rollout.returns, rollout.value, self.value_clip)
+
+    def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
+        loss_info = super().calc_loss(info)
+        behaviour_log_prob = info.rollout.log_prob
+        mean_rho = torch.exp(info.log_prob.detach() - behaviour_log_prob).mean()
+        extra = {
+            **loss_info.extra,
+            "clip_fraction": clip_fraction(info.log_prob, behaviour_log_prob, self.clip),
+            "mean_rho": mean_rho,
+        }
+        return loss_info._replace(extra=extra)
