@@ -58,6 +58,30 @@ def shm_entries() -> set[str]:
     return set(os.listdir(SHM)) if SHM.is_dir() else set()
 
 
+def mapped_shm_entries() -> set[str]:
+    """Names in ``/dev/shm`` that some live process has mapped (semaphores and segments
+    in use, e.g. by other programs running at the same time)."""
+    mapped = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            maps = (entry / "maps").read_text()
+        except OSError:
+            continue
+        for line in maps.splitlines():
+            if "/dev/shm/" in line:
+                mapped.add(line.rsplit("/dev/shm/", 1)[1].split(" ")[0])
+    return mapped
+
+
+def leaked_shm_entries(before: set[str]) -> set[str]:
+    """Entries of ``/dev/shm`` created since ``before`` that no live process maps: left
+    behind by processes that have exited."""
+    new = shm_entries() - before
+    return new - mapped_shm_entries() if new else new
+
+
 def processes_with_marker(marker: str) -> list[int]:
     """Pids of live processes whose environment holds ``ALF_TEST_MARKER=marker``
     (children inherit it, so this finds every descendant of a marked process, even

@@ -13,7 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers_async import shm_entries, wait_until_gone, write_faulty_env_module
+from helpers_async import (
+    leaked_shm_entries,
+    shm_entries,
+    wait_until_gone,
+    write_faulty_env_module,
+)
 from helpers_cli import checkpoint_steps, cli_env, read_progress, train_cmd, wait_for
 
 EXIT_TRAINING_ERROR = 3
@@ -77,8 +82,8 @@ class Run:
     def assert_nothing_left(self) -> None:
         alive = wait_until_gone(self.marker)
         assert not alive, f"processes of the run still alive: {alive}"
-        new = shm_entries() - self.shm_before
-        assert not new, f"shared-memory entries left behind: {sorted(new)}"
+        leaked = leaked_shm_entries(self.shm_before)
+        assert not leaked, f"shared-memory entries left behind: {sorted(leaked)}"
 
 
 def test_normal_async_run_reports_async_summaries_and_leaves_nothing(tmp_path):

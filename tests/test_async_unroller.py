@@ -8,7 +8,7 @@ import threading
 
 import pytest
 import torch
-from helpers_async import shm_entries
+from helpers_async import leaked_shm_entries, shm_entries
 
 from alf import nest
 from alf.algorithms.ppo import PPOAlgorithm
@@ -87,7 +87,7 @@ def test_fragments_are_continuous_per_actor_with_global_env_ids(algorithm):
     finally:
         unroller.close()
     assert not multiprocessing.active_children()
-    assert not shm_entries() - before
+    assert not leaked_shm_entries(before)
     for actor_id, fragments in seen.items():
         first_env = actor_id * (ENVS // ACTORS)
         for k, fragment in enumerate(fragments):
