@@ -164,3 +164,27 @@ def test_bad_actor_and_fragment_counts_are_refused(algorithm):
         make_unroller(algorithm, num_actors=3)
     with pytest.raises(ValueError, match="fragments_per_iteration"):
         make_unroller(algorithm, num_buffers=2, fragments_per_iteration=3)
+
+
+def test_actions_clipped_by_the_actors_environments_are_counted():
+    torch.manual_seed(0)
+    with create_environment("Pendulum-v1", 1) as env:
+        algorithm = make_ppo(observation_spec=env.observation_spec(), action_spec=env.action_spec())
+    with torch.no_grad():
+        algorithm.actor_network.mean.bias.fill_(100.0)  # every action far above the bound 2
+    unroller = AsyncUnroller(
+        env_factory=lambda **kw: create_environment("Pendulum-v1", **kw),
+        algorithm=algorithm,
+        algorithm_factory=make_ppo,
+        num_envs=2,
+        unroll_length=UNROLL,
+        num_actors=2,
+        fragments_per_iteration=2,
+    )
+    try:
+        fragments = unroller.collect()
+        clipped = unroller.num_clipped_actions
+    finally:
+        unroller.close()
+    assert clipped == sum(f.exp.step_type.shape[0] - 1 for f in fragments) * 1
+    assert all((f.exp.prev_action[1:] == 2.0).all() for f in fragments)

@@ -438,7 +438,7 @@ class RLTrainer:
                         **stats,
                         "learning_rate": self.algorithm.learning_rate,
                         "env_steps_per_second": window_steps / max(window_time, 1e-9),
-                        "clipped_actions": float(getattr(self.env, "num_clipped_actions", 0)),
+                        "clipped_actions": float(self._num_clipped_actions()),
                     }
                     record = {
                         "iteration": self.iteration,
@@ -484,6 +484,10 @@ class RLTrainer:
         if self.last_eval is not None:
             result["eval_average_return"] = self.last_eval.average_return
         return result
+
+    def _num_clipped_actions(self) -> int:
+        source = self.unroller if isinstance(self.unroller, AsyncUnroller) else self.env
+        return int(getattr(source, "num_clipped_actions", 0))
 
     def _wall_time(self) -> float:
         """Wall-clock seconds of training so far, over all sessions of the run."""

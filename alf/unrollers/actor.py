@@ -72,6 +72,8 @@ class FragmentMessage:
         collect_s: seconds spent collecting it (not waiting for a buffer).
         episode_returns: returns of the episodes that ended in the fragment.
         episode_lengths: their lengths.
+        clipped_actions: out-of-bounds continuous actions the actor's environments have
+            clipped so far (cumulative).
     """
 
     actor_id: int
@@ -82,6 +84,7 @@ class FragmentMessage:
     collect_s: float
     episode_returns: list[float]
     episode_lengths: list[int]
+    clipped_actions: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                     collect_s=time.perf_counter() - start,
                     episode_returns=returns,
                     episode_lengths=lengths,
+                    clipped_actions=int(getattr(env, "num_clipped_actions", 0)),
                 )
             )
     except BaseException:  # noqa: BLE001 - everything is reported to the learner

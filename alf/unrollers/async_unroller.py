@@ -167,6 +167,7 @@ class AsyncUnroller:
         self._processes: list[Any] = []
         self._closed = False
         self._last_check = time.monotonic()
+        self._clipped_actions: dict[int, int] = {}
         self._reset_stats()
 
         ctx = mp.get_context("spawn")
@@ -222,6 +223,11 @@ class AsyncUnroller:
         return self.unroll_length * self.envs_per_actor
 
     @property
+    def num_clipped_actions(self) -> int:
+        """Out-of-bounds continuous actions clipped by the actors' environments so far."""
+        return sum(self._clipped_actions.values())
+
+    @property
     def version(self) -> int:
         """The newest published parameter version."""
         return self._channels.parameters.version
@@ -243,6 +249,7 @@ class AsyncUnroller:
             self.env_steps_taken += message.env_steps
             self.episodes.returns += message.episode_returns
             self.episodes.lengths += message.episode_lengths
+            self._clipped_actions[message.actor_id] = message.clipped_actions
             self._stats["actor_steps_per_s"][message.actor_id] = (
                 message.env_steps / max(message.collect_s, 1e-9)
             )
