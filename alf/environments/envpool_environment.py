@@ -223,15 +223,23 @@ class EnvPoolEnvironment(AlfEnvironment):
         done = terminated | truncated
         if not self._any_first_next and not done.any():  # the usual case: all MID
             step_type, discount, prev_action = self._mid.clone(), self._ones.clone(), applied
-        else:
+        else:  # numpy throughout: nearly every step of many short episodes comes here
             first = self._first_next
             last = done & ~first
-            step_type = torch.from_numpy(np.where(first, _FIRST, np.where(last, _LAST, _MID)))
-            discount = torch.from_numpy((~(terminated & ~first)).astype(np.float32))
+            step_type = np.full(self._num_envs, _MID, dtype=np.int32)
+            step_type[first] = _FIRST
+            step_type[last] = _LAST
+            discount = np.ones(self._num_envs, dtype=np.float32)
+            discount[terminated & ~first] = 0.0
+            step_type, discount = torch.from_numpy(step_type), torch.from_numpy(discount)
             prev_action = applied
-            if first.any():
+            if self._any_first_next:
                 reward[first] = 0.0
-                prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
+                if self._single_action:
+                    prev_action = applied.clone()  # `applied` may share memory with `action`
+                    prev_action[torch.from_numpy(first)] = 0
+                else:
+                    prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
             self._first_next = last
             self._any_first_next = bool(last.any())
         return TimeStep(
