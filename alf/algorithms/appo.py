@@ -21,12 +21,7 @@ from alf.algorithms.actor_critic import (
     ActorCriticRolloutInfo,
     ActorCriticTrainInfo,
 )
-from alf.algorithms.ppo import (
-    ClipSchedule,
-    clip_fraction,
-    clipped_surrogate_loss,
-    clipped_value_loss,
-)
+from alf.algorithms.ppo import ClippedObjective
 from alf.config import configurable
 from alf.data_structures import Experience, LossInfo
 from alf.utils.schedules import Schedule
@@ -36,7 +31,7 @@ __all__ = ["AppoAlgorithm"]
 
 
 @configurable
-class AppoAlgorithm(ActorCriticAlgorithm):
+class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
     """APPO: PPO's clipped objective on V-trace targets, for lagging behaviour policies.
 
     :meth:`preprocess_experience` recomputes, with the current networks and without
@@ -127,21 +122,11 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         for name, value in truncations.items():
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
-        self._clip = ClipSchedule(clip)
-        self.value_clip = value_clip
+        self._set_clip(clip, value_clip)
         self.clip_rho = clip_rho
         self.clip_c = clip_c
         self.clip_pg_rho = clip_pg_rho
         self._vtrace_stats: dict[str, torch.Tensor] = {}
-
-    @property
-    def clip(self) -> float:
-        """The current ratio clip epsilon."""
-        return self._clip.value
-
-    def set_progress(self, progress: float) -> None:
-        super().set_progress(progress)
-        self._clip.set_progress(progress)
 
     def target_log_prob_and_value(self, exp: Experience) -> tuple[torch.Tensor, torch.Tensor]:
         """The current policy's log-probabilities of ``exp``'s actions and the current
@@ -202,20 +187,7 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         stats.update(self._vtrace_stats)
         return stats
 
-    def policy_loss(self, info: ActorCriticTrainInfo, advantages: torch.Tensor) -> torch.Tensor:
-        return clipped_surrogate_loss(info.log_prob, info.rollout.log_prob, advantages, self.clip)
-
-    def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
-        rollout = info.rollout
-        return clipped_value_loss(info.value, rollout.returns, rollout.value, self.value_clip)
-
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
         loss_info = super().calc_loss(info)
-        behaviour_log_prob = info.rollout.log_prob
-        mean_rho = torch.exp(info.log_prob.detach() - behaviour_log_prob).mean()
-        extra = {
-            **loss_info.extra,
-            "clip_fraction": clip_fraction(info.log_prob, behaviour_log_prob, self.clip),
-            "mean_rho": mean_rho,
-        }
-        return loss_info._replace(extra=extra)
+        mean_rho = torch.exp(info.log_prob.detach() - info.rollout.log_prob).mean()
+        return loss_info._replace(extra={**loss_info.extra, "mean_rho": mean_rho})

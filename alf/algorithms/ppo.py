@@ -18,6 +18,7 @@ from alf.utils.schedules import Schedule, as_schedule
 
 __all__ = [
     "ClipSchedule",
+    "ClippedObjective",
     "PPOAlgorithm",
     "clip_fraction",
     "clipped_surrogate_loss",
@@ -97,8 +98,40 @@ class ClipSchedule:
         self.value = self._schedule(progress)
 
 
+class ClippedObjective:
+    """PPO's clipped policy and value losses for an :class:`ActorCriticAlgorithm`
+    subclass (list it first among the bases): the scheduled ``clip``, ``policy_loss``,
+    ``value_loss``, and ``clip_fraction`` in ``calc_loss``'s statistics. The subclass
+    calls :meth:`_set_clip` in its constructor."""
+
+    def _set_clip(self, clip: float | Schedule, value_clip: float | None) -> None:
+        self._clip = ClipSchedule(clip)
+        self.value_clip = value_clip
+
+    @property
+    def clip(self) -> float:
+        """The current ratio clip epsilon."""
+        return self._clip.value
+
+    def set_progress(self, progress: float) -> None:
+        super().set_progress(progress)
+        self._clip.set_progress(progress)
+
+    def policy_loss(self, info: ActorCriticTrainInfo, advantages: torch.Tensor) -> torch.Tensor:
+        return clipped_surrogate_loss(info.log_prob, info.rollout.log_prob, advantages, self.clip)
+
+    def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
+        rollout = info.rollout
+        return clipped_value_loss(info.value, rollout.returns, rollout.value, self.value_clip)
+
+    def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
+        loss_info = super().calc_loss(info)
+        fraction = clip_fraction(info.log_prob, info.rollout.log_prob, self.clip)
+        return loss_info._replace(extra={**loss_info.extra, "clip_fraction": fraction})
+
+
 @configurable
-class PPOAlgorithm(ActorCriticAlgorithm):
+class PPOAlgorithm(ClippedObjective, ActorCriticAlgorithm):
     """PPO: actor-critic with a clipped importance ratio, trained for several epochs.
 
     Args:
@@ -127,26 +160,4 @@ class PPOAlgorithm(ActorCriticAlgorithm):
             mini_batch_size=mini_batch_size,
             **kwargs,
         )
-        self._clip = ClipSchedule(clip)
-        self.value_clip = value_clip
-
-    @property
-    def clip(self) -> float:
-        """The current ratio clip epsilon."""
-        return self._clip.value
-
-    def set_progress(self, progress: float) -> None:
-        super().set_progress(progress)
-        self._clip.set_progress(progress)
-
-    def policy_loss(self, info: ActorCriticTrainInfo, advantages: torch.Tensor) -> torch.Tensor:
-        return clipped_surrogate_loss(info.log_prob, info.rollout.log_prob, advantages, self.clip)
-
-    def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
-        rollout = info.rollout
-        return clipped_value_loss(info.value, rollout.returns, rollout.value, self.value_clip)
-
-    def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
-        loss_info = super().calc_loss(info)
-        fraction = clip_fraction(info.log_prob, info.rollout.log_prob, self.clip)
-        return loss_info._replace(extra={**loss_info.extra, "clip_fraction": fraction})
+        self._set_clip(clip, value_clip)
