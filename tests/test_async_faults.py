@@ -108,6 +108,11 @@ def test_normal_async_run_reports_async_summaries_and_leaves_nothing(tmp_path):
     assert last["train/async/actor_env_steps_per_second"] > 0
     assert last["env_steps"] == 12 * 16 * 2  # 12 fragments of 16 steps x 2 envs
     assert checkpoint_steps(run.root) == [12]
+    # The actors' environment count is part of the operative config (so the saved
+    # config.gin retrains the same run).
+    assert "create_environment.num_parallel_environments = 4" in (
+        run.root / "config.gin"
+    ).read_text()
     run.assert_nothing_left()
 
 

@@ -9,6 +9,7 @@ import threading
 import pytest
 import torch
 from helpers_async import leaked_shm_entries, shm_entries
+from helpers_off_policy import PPO_CONF, _trainer
 
 from alf import nest
 from alf.algorithms.ppo import PPOAlgorithm
@@ -188,3 +189,28 @@ def test_actions_clipped_by_the_actors_environments_are_counted():
         unroller.close()
     assert clipped == sum(f.exp.step_type.shape[0] - 1 for f in fragments) * 1
     assert all((f.exp.prev_action[1:] == 2.0).all() for f in fragments)
+
+
+def test_off_policy_runs_refuse_max_policy_lag(algorithm):
+    with pytest.raises(ValueError, match="on-policy algorithms only"):
+        make_unroller(algorithm, max_policy_lag=1, keep_every_fragment=True)
+
+
+def test_resumed_async_run_starts_its_actors_with_the_restored_parameters(tmp_path):
+    params = [
+        "TrainerConfig.async_unroll=True",
+        "create_environment.num_parallel_environments=4",
+        "TrainerConfig.unroll_length=8",
+        "TrainerConfig.evaluate=False",
+        "TrainerConfig.progress_interval_s=1000000",
+        "PPOAlgorithm.num_epochs=1",
+    ]
+    with _trainer(tmp_path, [*params, "TrainerConfig.num_iterations=3"], PPO_CONF) as trainer:
+        trainer.train()
+        trained = {k: v.clone() for k, v in trainer.algorithm.state_dict().items()}
+    with _trainer(tmp_path, [*params, "TrainerConfig.num_iterations=6"], PPO_CONF) as trainer:
+        assert trainer.iteration == 3
+        published = trainer.unroller._channels.parameters.tensors
+        assert trainer.unroller.version == 1
+        for name, value in trained.items():
+            assert torch.equal(published[name], value), name

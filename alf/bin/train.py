@@ -39,6 +39,7 @@ def main(argv: list[str]) -> None:
 
     from alf import config as alf_config
     from alf.environments import UnknownEnvironmentError
+    from alf.environments.subprocess_environment import EnvironmentWorkerError
     from alf.trainers import CheckpointError, RLTrainer, TrainerConfig, TrainingDivergedError
     from alf.trainers.run_lock import RunDirLockedError
     from alf.unrollers import ActorError
@@ -86,7 +87,7 @@ def main(argv: list[str]) -> None:
         trainer.request_stop()
     try:
         result = trainer.train()
-    except (TrainingDivergedError, ActorError) as err:
+    except (TrainingDivergedError, ActorError, EnvironmentWorkerError) as err:
         _fail(str(err), EXIT_TRAINING_ERROR)
     finally:
         trainer.close()

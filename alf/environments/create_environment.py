@@ -118,7 +118,8 @@ def create_environment(
         return SubprocessEnvironment(
             env_name=env_name,
             num_envs=num_parallel_environments,
-            num_workers=num_workers,
+            # At most one worker per environment (e.g. for a small evaluation batch).
+            num_workers=num_workers and min(num_workers, num_parallel_environments),
             seed=seed,
             render_mode=render_mode,
             max_episode_steps=max_episode_steps,

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import collections
-import inspect
 import os
 import time
 from typing import Any
 
-import gin
 import numpy as np
 import torch
 from absl import logging
@@ -58,16 +56,6 @@ def build_algorithm(config: TrainerConfig, env: AlfEnvironment) -> RLAlgorithm:
     # and torch's one-off optimizer set-up cost is paid while building the run.
     algorithm.optimizer  # noqa: B018
     return algorithm
-
-
-def configured_num_environments() -> int:
-    """``create_environment.num_parallel_environments`` as bound in the config (or its
-    default)."""
-    try:
-        return int(gin.query_parameter("create_environment.num_parallel_environments"))
-    except ValueError:
-        parameters = inspect.signature(create_environment).parameters
-        return int(parameters["num_parallel_environments"].default)
 
 
 def _load_into(algorithm: RLAlgorithm, state: dict[str, Any], path: str) -> None:
@@ -132,12 +120,13 @@ class RLTrainer:
         if resume_state is not None:
             # Fresh episodes after a resume must not replay the first run's seeds.
             seed += int(resume_state["env_steps"])
-        # With async collection the environments live in the actor processes; the
-        # learner's single environment only tells the specs.
-        self.env = create_environment(
-            seed=seed, **({"num_parallel_environments": 1} if config.async_unroll else {})
-        )
+        self.env = create_environment(seed=seed)
         self.algorithm = build_algorithm(config, self.env)
+        self._num_envs = self.env.batch_size
+        if config.async_unroll:
+            # The actors build their own environments: this one only told the specs.
+            self.env.close()
+            self.env = None
         self.evaluator = None
         if config.evaluate:
             self.eval_env = create_environment(
@@ -154,6 +143,9 @@ class RLTrainer:
             # before anything in root_dir is written.
             self._check_config(resume_state, self.checkpointer.path(resume_step))
             self._restore(resume_state, self.checkpointer.path(resume_step))
+        if config.async_unroll:
+            # Started last: the actors get the restored parameters and step counts.
+            self.unroller = self._build_async_unroller(config, seed)
         self.checkpointer.remove_stale_temporaries()
         truncate_progress_log(os.path.join(root_dir, "progress.jsonl"), self.iteration)
         # Events after the resumed iteration (or all of them, for a fresh start) belong
@@ -171,9 +163,7 @@ class RLTrainer:
             for name in ("initial_collect_steps", "offline_buffer_dir"):
                 if getattr(config, name):
                     raise ValueError(f"TrainerConfig.{name} needs an off-policy algorithm")
-        if config.async_unroll:
-            self.unroller = self._build_async_unroller(config, seed)
-        else:
+        if not config.async_unroll:
             self.unroller = SyncUnroller(
                 env=self.env,
                 algorithm=self.algorithm,
@@ -181,7 +171,7 @@ class RLTrainer:
             )
         if not self.off_policy:
             return
-        self.algorithm.build_replay_buffer(num_envs=self.unroller.batch_size)
+        self.algorithm.build_replay_buffer(num_envs=self._num_envs)
         if config.offline_buffer_dir:
             dirs = config.offline_buffer_dir
             dirs = [dirs] if isinstance(dirs, str) else list(dirs)
@@ -204,11 +194,12 @@ class RLTrainer:
             env_factory=create_environment,
             algorithm=self.algorithm,
             algorithm_factory=config.algorithm_ctor,
-            num_envs=configured_num_environments(),
+            num_envs=self._num_envs,
             unroll_length=int(config.unroll_length),
             seed=seed,
             config_text=alf_config.config_str(),
             initial_random_steps=max(0, config.initial_collect_steps - self.env_steps),
+            keep_every_fragment=self.off_policy,
         )
 
     @property
@@ -425,8 +416,6 @@ class RLTrainer:
                     self._write_config(operative)
                     self.summary.text("config", operative)
                     unused = alf_config.inoperative_bindings()
-                    if isinstance(self.unroller, AsyncUnroller):  # used by the actors
-                        unused = [b for b in unused if not b.startswith("create_environment.")]
                     if unused:
                         logging.warning(
                             "These config bindings were never used by the run: %s",

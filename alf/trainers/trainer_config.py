@@ -81,8 +81,13 @@ class TrainerConfig:
             trains. ``create_environment.num_parallel_environments`` environments are
             split evenly over the actors; each training iteration takes
             ``AsyncUnroller.fragments_per_iteration`` fragments of ``unroll_length``
-            steps. On-policy algorithms train on the fragments directly, off-policy ones
-            add them to the replay buffer. Async runs are not bit-for-bit reproducible.
+            steps (``unroll_length * num_parallel_environments / num_actors`` env steps
+            per fragment: with one fragment per iteration, an off-policy algorithm makes
+            ``num_actors`` times more updates per env step than the same config run
+            synchronously; scale ``num_updates_per_train_iter`` or
+            ``fragments_per_iteration`` to keep the replay ratio). On-policy algorithms
+            train on the fragments directly, off-policy ones add them to the replay
+            buffer. Async runs are not bit-for-bit reproducible.
         offline_fraction: the fraction of every mini-batch drawn from the offline data;
             1.0 trains on the offline data alone, without stepping the environments
             (then set the budget with ``num_iterations``).

@@ -99,7 +99,7 @@ class ActorChannels:
             ``("error", id, traceback)`` to the learner.
         stop: event set by the learner to stop every actor.
         heartbeats: shared float64 ``[num_actors]`` of each actor's last sign of life
-            (``time.time()``).
+            (``time.monotonic()``).
     """
 
     pool: FragmentPool
@@ -113,7 +113,7 @@ class ActorChannels:
 def _take_free_buffer(channels: ActorChannels, actor_id: int, parent: int) -> int | None:
     """A free buffer index, or None once a stop is requested or the learner is gone."""
     while not channels.stop.is_set() and os.getppid() == parent:
-        channels.heartbeats[actor_id] = time.time()
+        channels.heartbeats[actor_id] = time.monotonic()
         try:
             return channels.free_buffers.get(timeout=POLL_S)
         except queue.Empty:
@@ -125,10 +125,12 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
     """Entry point of an actor process (see the module docstring).
 
     Any exception is reported to the learner as ``("error", actor_id, traceback)``.
-    SIGINT is ignored: the learner handles Ctrl-C and stops the actors through
-    ``channels.stop``.
+    SIGINT and SIGTERM are ignored (a signal to the whole process group must reach the
+    learner, which checkpoints and then stops the actors through ``channels.stop``; it
+    kills any that do not stop).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     actor_id = setup.actor_id
     unroller = None
@@ -146,10 +148,10 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
         )
         algorithm.eval()
         unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=setup.unroll_length)
-        unroller.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.time())
+        unroller.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.monotonic())
         version = -1
         random_left = setup.num_random_steps
-        channels.heartbeats[actor_id] = time.time()
+        channels.heartbeats[actor_id] = time.monotonic()
         channels.reports.put(("ready", actor_id))
         while True:
             buffer = _take_free_buffer(channels, actor_id, parent)
@@ -187,6 +189,9 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                 pass
         # Deliver the last reports, then exit at once: tearing down torch at interpreter
         # exit takes about a second, which would make every shutdown that much slower.
+        if channels.stop.is_set() or os.getppid() != parent:
+            # Nobody may read the last reports: never block on a full pipe.
+            channels.reports.cancel_join_thread()
         channels.reports.close()
         channels.reports.join_thread()
         os._exit(0)

@@ -117,6 +117,8 @@ class AsyncUnroller:
         unroll_parameter_update_period: training iterations between publications.
         heartbeat_timeout_s: an actor silent this long (after it started) is an error.
         startup_timeout_s: an actor not ready this long after starting is an error.
+        keep_every_fragment: refuse ``max_policy_lag`` (set for off-policy algorithms: a
+            dropped fragment would leave a gap inside an episode in the replay buffer).
     """
 
     def __init__(
@@ -137,12 +139,19 @@ class AsyncUnroller:
         unroll_parameter_update_period: int = 1,
         heartbeat_timeout_s: float = 60.0,
         startup_timeout_s: float = 120.0,
+        keep_every_fragment: bool = False,
     ) -> None:
         if num_actors < 1 or num_envs % num_actors:
             raise ValueError(
                 f"AsyncUnroller: num_envs={num_envs} (create_environment."
                 f"num_parallel_environments) must be a positive multiple of "
                 f"num_actors={num_actors}"
+            )
+        if keep_every_fragment and max_policy_lag is not None:
+            raise ValueError(
+                "AsyncUnroller.max_policy_lag applies to on-policy algorithms only (an "
+                "off-policy one learns from old data anyway, and a dropped fragment would "
+                "leave a gap inside an episode in its replay buffer)"
             )
         num_buffers = num_buffers or 2 * num_actors
         if not 1 <= fragments_per_iteration <= num_buffers:
@@ -190,31 +199,38 @@ class AsyncUnroller:
         torch_seeds = np.random.SeedSequence(seed).spawn(num_actors)
         env_factory_bytes = cloudpickle.dumps(env_factory)
         algorithm_factory_bytes = cloudpickle.dumps(algorithm_factory)
-        self._ready = [False] * num_actors
-        self._started_at = time.time()
+        self._started_at = time.monotonic()
         # Close the actors even if the owner forgets to (or dies by an exception).
         self._finalizer = weakref.finalize(self, _shutdown, self._channels, self._processes)
-        for actor_id in range(num_actors):
-            offset = actor_id * self.envs_per_actor
-            setup = ActorSetup(
-                actor_id=actor_id,
-                config_text=config_text,
-                env_factory=env_factory_bytes,
-                envs_per_actor=self.envs_per_actor,
-                algorithm_factory=algorithm_factory_bytes,
-                env_seed=seed + offset,
-                torch_seed=int(torch_seeds[actor_id].generate_state(1)[0]),
-                unroll_length=unroll_length,
-                num_random_steps=-(-initial_random_steps // num_actors),
-                env_id_offset=offset,
-            )
-            process = ctx.Process(
-                target=actor_main,
-                args=(setup, self._channels, os.getpid()),
-                name=f"alf-actor-{actor_id}",
-            )
-            process.start()
-            self._processes.append(process)
+        try:
+            for actor_id in range(num_actors):
+                self._start_actor(
+                    ctx,
+                    ActorSetup(
+                        actor_id=actor_id,
+                        config_text=config_text,
+                        env_factory=env_factory_bytes,
+                        envs_per_actor=self.envs_per_actor,
+                        algorithm_factory=algorithm_factory_bytes,
+                        env_seed=seed + actor_id * self.envs_per_actor,
+                        torch_seed=int(torch_seeds[actor_id].generate_state(1)[0]),
+                        unroll_length=unroll_length,
+                        num_random_steps=-(-initial_random_steps // num_actors),
+                        env_id_offset=actor_id * self.envs_per_actor,
+                    ),
+                )
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_actor(self, ctx: Any, setup: ActorSetup) -> None:
+        process = ctx.Process(
+            target=actor_main,
+            args=(setup, self._channels, os.getpid()),
+            name=f"alf-actor-{setup.actor_id}",
+        )
+        process.start()
+        self._processes.append(process)
 
     # ------------------------------------------------------------ learner API
     @property
@@ -355,13 +371,11 @@ class AsyncUnroller:
 
     def _handle_control(self, message: tuple) -> None:
         kind, actor_id = message[0], message[1]
-        if kind == "ready":
-            self._ready[actor_id] = True
-        elif kind == "error":
+        if kind == "error":
             raise ActorError(f"{self._describe(actor_id)} failed:\n{message[2]}")
 
     def _check_actors(self) -> None:
-        now = time.time()
+        now = time.monotonic()
         for actor_id, process in enumerate(self._processes):
             if not process.is_alive():
                 # It may have reported why just before exiting: read that first.
@@ -377,8 +391,9 @@ class AsyncUnroller:
                     f"{self._describe(actor_id)} exited unexpectedly with code "
                     f"{process.exitcode}"
                 )
-            if self._ready[actor_id]:
-                silent = now - float(self._channels.heartbeats[actor_id])
+            heartbeat = float(self._channels.heartbeats[actor_id])
+            if heartbeat > 0:  # written first just before the actor reports ready
+                silent = now - heartbeat
                 if silent > self.heartbeat_timeout_s:
                     raise ActorTimeoutError(
                         f"{self._describe(actor_id)} has shown no sign of life for "
