@@ -13,8 +13,8 @@ import torch
 
 from alf import nest
 from alf.data_structures import StepType, TimeStep
+from alf.environments.action_check import ActionChecker, first_time_step, numpy_dtype
 from alf.environments.alf_environment import AlfEnvironment
-from alf.environments.gymnasium_environment import _numpy_dtype
 from alf.tensor_specs import from_gym_space
 
 __all__ = ["EnvPoolEnvironment"]
@@ -114,19 +114,11 @@ class EnvPoolEnvironment(AlfEnvironment):
                 raise TypeError(f"EnvPool gave a {type(space)}, not a Gymnasium space")
         self._num_envs = num_envs
         self._observation_spec = from_gym_space(obs_space)
-        self._obs_dtypes = nest.map_structure(_numpy_dtype, self._observation_spec)
+        self._obs_dtypes = nest.map_structure(numpy_dtype, self._observation_spec)
         single_obs = _is_single(self._observation_spec)
         self._obs_dtype = self._obs_dtypes if single_obs else None
         self._action_spec = from_gym_space(act_space)
-        self._action_specs = nest.flatten(self._action_spec)
-        self._single_action = _is_single(self._action_spec)
-        self._action_bounds = [
-            (
-                np.asarray(spec.minimum, dtype=_numpy_dtype(spec)),
-                np.asarray(spec.maximum, dtype=_numpy_dtype(spec)),
-            )
-            for spec in self._action_specs
-        ]
+        self._actions = ActionChecker(self._action_spec)
         self._env_ids = np.arange(num_envs, dtype=np.int32)
         self._env_ids_bytes = self._env_ids.tobytes()
         self._env_id = torch.arange(num_envs, dtype=torch.int64)
@@ -135,7 +127,11 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._mid = torch.full((num_envs,), StepType.MID, dtype=torch.int32)
         self._ones = torch.ones(num_envs)
         self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
-        self.num_clipped_actions = 0
+
+    @property
+    def num_clipped_actions(self) -> int:
+        """Out-of-bounds continuous actions clipped so far."""
+        return self._actions.num_clipped_actions
 
     @property
     def batch_size(self) -> int:
@@ -177,44 +173,10 @@ class EnvPoolEnvironment(AlfEnvironment):
         (obs,) = self._in_env_order(info, obs)
         self._first_next[:] = False
         self._any_first_next = False
-        n = self._num_envs
-        return TimeStep(
-            step_type=torch.full((n,), StepType.FIRST, dtype=torch.int32),
-            reward=torch.zeros(n),
-            discount=torch.ones(n),
-            observation=self._observation(obs),
-            prev_action=self._zero_action,
-            env_id=self._env_id,
-        )
-
-    def _action_to_numpy(self, action: Any) -> tuple[Any, Any]:
-        """The action as numpy for EnvPool, and as applied (clipped) tensors."""
-        arrays = []
-        leaves = [action] if self._single_action else nest.flatten(action)
-        for a, spec, (low, high) in zip(
-            leaves, self._action_specs, self._action_bounds, strict=True
-        ):
-            a = a.numpy(force=True)  # detached, on the CPU
-            outside = (a < low) | (a > high)
-            if spec.is_discrete:
-                if outside.any():
-                    raise ValueError(
-                        f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
-                    )
-            elif outside.any():
-                # Environments about to reset ignore their action: don't count those.
-                counted = outside.reshape(len(a), -1).any(1) & ~self._first_next
-                self.num_clipped_actions += int(counted.sum())
-                a = np.clip(a, low, high).astype(a.dtype, copy=False)
-            arrays.append(a)
-        if self._single_action:
-            return arrays[0], torch.from_numpy(arrays[0])
-        np_action = nest.pack_sequence_as(self._action_spec, arrays)
-        applied = nest.pack_sequence_as(self._action_spec, [torch.from_numpy(a) for a in arrays])
-        return np_action, applied
+        return first_time_step(self._observation(obs), self._zero_action, self._env_id)
 
     def step(self, action: Any) -> TimeStep:
-        np_action, applied = self._action_to_numpy(action)
+        np_action, applied = self._actions(action, self._first_next)
         obs, reward, terminated, truncated, info = self._env.step(np_action)
         obs, reward, terminated, truncated = self._in_env_order(
             info, obs, reward, terminated, truncated
@@ -235,7 +197,7 @@ class EnvPoolEnvironment(AlfEnvironment):
             prev_action = applied
             if self._any_first_next:
                 reward[first] = 0.0
-                if self._single_action:
+                if self._actions.single_leaf:
                     prev_action = applied.clone()  # `applied` may share memory with `action`
                     prev_action[torch.from_numpy(first)] = 0
                 else:

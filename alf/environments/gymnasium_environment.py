@@ -10,6 +10,7 @@ import torch
 
 from alf import nest
 from alf.data_structures import StepType, TimeStep
+from alf.environments.action_check import ActionChecker, first_time_step
 from alf.environments.alf_environment import AlfEnvironment
 from alf.tensor_specs import from_gym_space
 
@@ -20,10 +21,6 @@ def _to_tensor(array: Any, spec: Any) -> torch.Tensor:
     # A copy: some vector envs reuse their output buffers between steps.
     tensor = torch.from_numpy(np.array(array))
     return tensor if tensor.dtype == spec.dtype else tensor.to(spec.dtype)
-
-
-def _numpy_dtype(spec: Any) -> np.dtype:
-    return torch.empty((), dtype=spec.dtype).numpy().dtype
 
 
 class GymnasiumEnvironment(AlfEnvironment):
@@ -48,22 +45,19 @@ class GymnasiumEnvironment(AlfEnvironment):
         self._num_envs = vector_env.num_envs
         self._observation_spec = from_gym_space(vector_env.single_observation_space)
         self._action_spec = from_gym_space(vector_env.single_action_space)
-        self._action_specs = nest.flatten(self._action_spec)
-        self._action_bounds = [
-            (
-                np.asarray(spec.minimum, dtype=_numpy_dtype(spec)),
-                np.asarray(spec.maximum, dtype=_numpy_dtype(spec)),
-            )
-            for spec in self._action_specs
-        ]
+        self._actions = ActionChecker(self._action_spec)
         self._env_id = torch.arange(self._num_envs, dtype=torch.int64)
         self._first_next = np.ones(self._num_envs, dtype=bool)
         self._zero_action = nest.map_structure(
             lambda s: s.zeros((self._num_envs,)), self._action_spec
         )
-        self.num_clipped_actions = 0
         if seed is not None:
             vector_env.action_space.seed(seed)
+
+    @property
+    def num_clipped_actions(self) -> int:
+        """Out-of-bounds continuous actions clipped so far."""
+        return self._actions.num_clipped_actions
 
     @property
     def batch_size(self) -> int:
@@ -87,41 +81,10 @@ class GymnasiumEnvironment(AlfEnvironment):
         obs, _ = self._env.reset(seed=self._seed)
         self._seed = None  # later resets continue the seeded random streams
         self._first_next[:] = False
-        n = self._num_envs
-        return TimeStep(
-            step_type=torch.full((n,), StepType.FIRST, dtype=torch.int32),
-            reward=torch.zeros(n),
-            discount=torch.ones(n),
-            observation=self._observation(obs),
-            prev_action=self._zero_action,
-            env_id=self._env_id,
-        )
-
-    def _action_to_numpy(self, action: Any) -> tuple[Any, Any]:
-        """The action as numpy for the vector env, and as applied (clipped) tensors."""
-        arrays = []
-        for a, spec, (low, high) in zip(
-            nest.flatten(action), self._action_specs, self._action_bounds, strict=True
-        ):
-            a = a.detach().cpu().numpy()
-            outside = (a < low) | (a > high)
-            if spec.is_discrete:
-                if outside.any():
-                    raise ValueError(
-                        f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
-                    )
-            elif outside.any():
-                # Environments about to reset ignore their action: don't count those.
-                counted = outside.reshape(len(a), -1).any(1) & ~self._first_next
-                self.num_clipped_actions += int(counted.sum())
-                a = np.clip(a, low, high).astype(a.dtype, copy=False)
-            arrays.append(a)
-        np_action = nest.pack_sequence_as(self._action_spec, arrays)
-        applied = nest.pack_sequence_as(self._action_spec, [torch.from_numpy(a) for a in arrays])
-        return np_action, applied
+        return first_time_step(self._observation(obs), self._zero_action, self._env_id)
 
     def step(self, action: Any) -> TimeStep:
-        np_action, applied = self._action_to_numpy(action)
+        np_action, applied = self._actions(action, self._first_next)
         obs, reward, terminated, truncated, _ = self._env.step(np_action)
         first = self._first_next.copy()
         last = np.logical_or(terminated, truncated) & ~first
