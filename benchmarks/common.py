@@ -35,6 +35,7 @@ __all__ = [
     "fmt_num",
     "fmt_seconds",
     "format_table",
+    "write_report",
 ]
 
 RESULT_MARKER = "@@BENCHMARK_RESULT@@ "
@@ -181,3 +182,14 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
+
+
+def write_report(results: dict[str, Any], text: str, json_path: str | None) -> None:
+    """Prints a benchmark's report ``text`` and, with ``json_path``, writes ``results``
+    there as JSON."""
+    print()
+    print(text)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=2)
+        print(f"raw numbers written to {json_path}")

@@ -32,7 +32,6 @@ or pass ``--skip_sb3``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -41,7 +40,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
+from common import (
     WorkerError,
     emit_result,
     first_reaching,
@@ -52,6 +51,7 @@ from common import (  # noqa: E402
     median,
     package_version,
     run_worker,
+    write_report,
 )
 
 SCRIPT = os.path.abspath(__file__)
@@ -529,12 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                                          and t_sb3 is not None else None),
         }
     results["machine"]["load_average_at_end"] = machine_info(())["load_average_1_5_15min"]
-    print()
-    print(_report(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-        print(f"raw numbers written to {args.json}")
+    write_report(results, _report(results), args.json)
     return 1 if failures else 0
 
 

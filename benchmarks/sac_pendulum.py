@@ -49,7 +49,6 @@ Stable-Baselines3 is not an ALF dependency: ``pip install stable-baselines3`` or
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -58,7 +57,7 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (  # noqa: E402
+from common import (
     WorkerError,
     emit_result,
     first_reaching,
@@ -69,6 +68,7 @@ from common import (  # noqa: E402
     median,
     package_version,
     run_worker,
+    write_report,
 )
 
 SCRIPT = os.path.abspath(__file__)
@@ -437,12 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             }
     results["summary"], results["ratios"] = summary, ratios
     results["machine"]["load_average_at_end"] = machine_info(())["load_average_1_5_15min"]
-    print()
-    print(_report(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-        print(f"raw numbers written to {args.json}")
+    write_report(results, _report(results), args.json)
     return 1 if failures else 0
 
 
