@@ -421,6 +421,10 @@ def _shutdown(channels: ActorChannels, processes: list[Any], join_s: float = 3.0
         if process.is_alive():
             process.kill()
             process.join()
-    for q in (channels.free_buffers, channels.reports):
-        q.cancel_join_thread()
-        q.close()
+    # The learner only writes buffer indices (at most ``num_buffers`` small pickles, far
+    # below a pipe's capacity) into ``free_buffers``, so its feeder thread cannot block:
+    # join it, or it would keep the queue's lock semaphore alive after close() returns.
+    channels.free_buffers.close()
+    channels.free_buffers.join_thread()
+    channels.reports.cancel_join_thread()
+    channels.reports.close()
