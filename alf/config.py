@@ -124,6 +124,7 @@ def import_all_configurables() -> None:
     """Imports every ALF module that registers configurables, so configs can name them
     (including torch's optimizers, e.g. ``@torch.optim.AdamW``)."""
     import alf.algorithms  # noqa: F401
+    import alf.data_transformers  # noqa: F401
     import alf.environments  # noqa: F401
     import alf.networks  # noqa: F401
     import alf.replay_buffers  # noqa: F401

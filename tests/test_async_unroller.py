@@ -95,7 +95,7 @@ def test_fragments_are_continuous_per_actor_with_global_env_ids(algorithm):
             exp = fragment.exp
             assert exp.step_type.shape == (UNROLL + 1, ENVS // ACTORS)
             assert exp.env_id[0].tolist() == [first_env, first_env + 1]
-            assert fragment.first_row_is_new == (k == 0)
+            assert fragment.num_old_rows == (0 if k == 0 else 1)
             assert fragment.version == 1  # nothing was published after the start
             new = fragment.new_rows()
             assert new.step_type.shape[0] == (UNROLL + 1 if k == 0 else UNROLL)

@@ -108,12 +108,17 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self.offline_fraction = fraction
 
     def observe_for_replay(self, exp: Experience) -> None:
-        """Adds a ``[T, B]`` trajectory of new steps to the replay buffer."""
+        """Adds a ``[T, B]`` trajectory of new (raw) steps to the replay buffer and
+        updates the data transformers' ``"rollout"`` statistics from it."""
         buffer = self.replay_buffer
         exp = exp._replace(batch_info=())
         for t in range(exp.step_type.shape[0]):
             row = nest.map_structure(lambda x, t=t: x[t], exp)
             buffer.add_batch(row, row.env_id)
+        transformer = self.data_transformer
+        if transformer.has_update_mode("rollout"):
+            # Statistics from the new steps; the transformed batch itself is not needed.
+            transformer.transform_experience(transformer.pad_history(exp), update="rollout")
 
     def _sample_offline(self, n: int) -> Experience:
         sizes = torch.tensor([float(b.total_size) for b in self._offline_buffers])
@@ -124,21 +129,22 @@ class OffPolicyAlgorithm(RLAlgorithm):
                 torch.multinomial(sizes, n, replacement=True), minlength=len(sizes)
             ).tolist()
         parts = [
-            b.get_batch(c, self.mini_batch_length)[0]
+            b.get_batch(c, self.sample_length)[0]
             for b, c in zip(self._offline_buffers, counts, strict=True)
             if c > 0
         ]
         return parts[0] if len(parts) == 1 else _cat(parts, dim=1)
 
     def sample_batch(self) -> tuple[Experience, int]:
-        """A ``[mini_batch_length, mini_batch_size]`` batch with ``batch_info``, and the
-        number of its leading sequences that came from the online buffer."""
+        """A ``[mini_batch_length, mini_batch_size]`` batch with ``batch_info``, passed
+        through the data transformers, and the number of its leading sequences that came
+        from the online buffer."""
         size = self.mini_batch_size
         num_offline = round(self.offline_fraction * size) if self._offline_buffers else 0
         num_online = size - num_offline
         parts, infos = [], []
         if num_online:
-            batch, info = self.replay_buffer.get_batch(num_online, self.mini_batch_length)
+            batch, info = self.replay_buffer.get_batch(num_online, self.sample_length)
             parts.append(batch)
             infos.append(info)
         if num_offline:
@@ -152,14 +158,21 @@ class OffPolicyAlgorithm(RLAlgorithm):
             )
         batch = parts[0] if len(parts) == 1 else _cat(parts, dim=1)
         info = infos[0] if len(infos) == 1 else _cat(infos, dim=0)
+        batch = self.data_transformer.transform_experience(batch, update="replay")
         return batch._replace(batch_info=info), num_online
+
+    @property
+    def sample_length(self) -> int:
+        """Steps per sampled sequence: ``mini_batch_length`` plus the history rows the
+        data transformers consume (e.g. ``stack_size - 1`` for frame stacking)."""
+        return self.mini_batch_length + self.data_transformer.history_length
 
     def can_train(self) -> bool:
         """Whether a mini-batch can be sampled (enough steps stored)."""
         if self.offline_fraction >= 1.0:
             return True
         buffer = self.replay_buffer
-        return int(buffer.num_steps().max()) >= self.mini_batch_length
+        return int(buffer.num_steps().max()) >= self.sample_length
 
     # -------------------------------------------------------------- training
     def train_from_replay(self) -> dict[str, float]:

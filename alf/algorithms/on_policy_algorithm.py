@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from alf import nest
-from alf.algorithms.rl_algorithm import RLAlgorithm
-from alf.data_structures import Experience
+from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
+from alf.data_structures import Experience, LossInfo
 from alf.utils.value_ops import valid_mask
 
 __all__ = ["OnPolicyAlgorithm", "summarize_updates"]
@@ -17,60 +18,160 @@ __all__ = ["OnPolicyAlgorithm", "summarize_updates"]
 class OnPolicyAlgorithm(RLAlgorithm):
     """Trains on every unrolled trajectory: ``num_epochs`` passes of shuffled mini-batches.
 
-    :meth:`train_from_unroll` calls :meth:`preprocess_experience` on the ``[T+1, B]``
-    trajectory (without autograd), which must return a ``[T, B]`` one (the last row only
-    bootstraps). Steps
-    whose action the environment ignored (LAST steps: the next step is a reset) are
-    dropped, so losses are plain means. Then, for each epoch, the remaining steps are
-    split into ``ceil(steps / mini_batch_size)`` shuffled mini-batches of nearly equal size
-    (every step is used) and each gets ``train_step`` + ``calc_loss`` +
-    ``update_with_gradient``. Stateless (feed-forward) algorithms only.
+    :meth:`train_from_unroll` first applies the data transformers to the raw
+    ``[h + T + 1, B]`` trajectory (which updates their statistics afterwards, so the
+    batch is transformed exactly as the policy saw it), then calls
+    :meth:`preprocess_experience` on the ``[T+1, B]`` result (without autograd), which
+    must return a ``[T, B]`` one (the last row only bootstraps). Steps whose action the
+    environment ignored (LAST steps: the next step is a reset) get no loss, so losses are
+    plain means over real transitions.
+
+    Feed-forward algorithms (empty ``train_state_spec``): for each epoch, the steps are
+    split into ``ceil(steps / mini_batch_size)`` shuffled mini-batches of nearly equal
+    size (every step is used), and each gets ``train_step`` + ``calc_loss`` +
+    ``update_with_gradient``.
+
+    Recurrent algorithms: the trajectory is cut into sequences of ``mini_batch_length``
+    steps per environment; each mini-batch holds ``mini_batch_size // mini_batch_length``
+    shuffled sequences, and ``train_step`` runs along them one step at a time, starting
+    from the rollout state stored with each sequence's first step
+    (``use_rollout_state``) or from zeros, and resetting to zeros at FIRST steps.
 
     Args:
         num_epochs: passes over each trajectory.
         mini_batch_size: steps per gradient update (None: the whole trajectory).
+        mini_batch_length: recurrent algorithms only: steps per training sequence (None:
+            the whole unroll); must divide the unroll length.
+        use_rollout_state: recurrent algorithms only: start each training sequence from
+            the state the policy had there during collection (otherwise from zeros).
         **kwargs: passed to :class:`RLAlgorithm`.
     """
 
     def __init__(
-        self, *, num_epochs: int = 1, mini_batch_size: int | None = None, **kwargs: Any
+        self,
+        *,
+        num_epochs: int = 1,
+        mini_batch_size: int | None = None,
+        mini_batch_length: int | None = None,
+        use_rollout_state: bool = True,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
+        if mini_batch_length is not None and mini_batch_length < 1:
+            raise ValueError(f"mini_batch_length must be >= 1, got {mini_batch_length}")
         self.num_epochs = num_epochs
         self.mini_batch_size = mini_batch_size
+        self.mini_batch_length = mini_batch_length
+        self.use_rollout_state = use_rollout_state
+
+    @property
+    def is_recurrent(self) -> bool:
+        """Whether ``train_step`` carries a state from step to step."""
+        return bool(nest.flatten(self.train_state_spec))
 
     def train_from_unroll(self, exp: Experience) -> dict[str, float]:
-        valid = valid_mask(exp.step_type).reshape(-1).bool()
+        exp = self.data_transformer.transform_experience(exp, update="rollout")
+        valid = valid_mask(exp.step_type)
         with torch.no_grad():
             exp = self.preprocess_experience(exp)
-        flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[valid], exp)
-        num_steps = int(valid.sum())
-        if num_steps == 0:  # e.g. unroll_length 1 and every environment just ended
+        if not valid.any():  # e.g. unroll_length 1 and every environment just ended
             self.after_train_iter()
             return summarize_updates([], 0)
-        # Every step is used each epoch: ceil(num_steps / mini_batch_size) mini-batches of
-        # (nearly) equal size, so no short tail batch skews the updates.
-        num_batches = -(-num_steps // min(self.mini_batch_size or num_steps, num_steps))
-        stats: list[dict[str, torch.Tensor]] = []
-        num_skipped = 0
-        for _ in range(self.num_epochs):
-            # With one mini-batch of everything, order does not matter: skip the shuffle.
-            batches = (
-                torch.randperm(num_steps).tensor_split(num_batches) if num_batches > 1 else [None]
-            )
-            for index in batches:
-                mini = flat
-                if index is not None:
-                    mini = nest.map_structure(lambda x, i=index: x[i], flat)
-                loss_info, update = self.update_on(mini)
-                if "skipped" in update:
-                    num_skipped += 1
-                    continue
-                stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **update})
+        if self.is_recurrent:
+            stats, num_skipped = self._train_sequences(exp, valid.bool())
+        else:
+            stats, num_skipped = self._train_steps(exp, valid.reshape(-1).bool())
         self.after_train_iter()
         return summarize_updates(stats, num_skipped)
+
+    def _epochs(self, num_items: int, items_per_batch: int) -> Iterator[torch.Tensor | None]:
+        """Per epoch, ``ceil(num_items / items_per_batch)`` shuffled index batches of
+        nearly equal size (None: one batch of everything, in order)."""
+        num_batches = -(-num_items // min(items_per_batch, num_items))
+        for _ in range(self.num_epochs):
+            if num_batches == 1:
+                yield None
+            else:
+                yield from torch.randperm(num_items).tensor_split(num_batches)
+
+    def _record(self, update: tuple[Any, dict[str, Any]], stats: list[dict[str, Any]]) -> bool:
+        loss_info, result = update
+        if "skipped" in result:
+            return False
+        stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **result})
+        return True
+
+    def _train_steps(
+        self, exp: Experience, valid: torch.Tensor
+    ) -> tuple[list[dict[str, Any]], int]:
+        flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[valid], exp)
+        num_steps = int(valid.sum())
+        stats: list[dict[str, Any]] = []
+        num_skipped = 0
+        for index in self._epochs(num_steps, self.mini_batch_size or num_steps):
+            mini = flat
+            if index is not None:
+                mini = nest.map_structure(lambda x, i=index: x[i], flat)
+            num_skipped += not self._record(self.update_on(mini), stats)
+        return stats, num_skipped
+
+    def _train_sequences(
+        self, exp: Experience, valid: torch.Tensor
+    ) -> tuple[list[dict[str, Any]], int]:
+        length, batch = valid.shape
+        seq_len = self.mini_batch_length or length
+        if length % seq_len:
+            raise ValueError(
+                f"mini_batch_length={seq_len} must divide the unroll length {length}"
+            )
+
+        def to_sequences(x: torch.Tensor) -> torch.Tensor:
+            # [T, B, ...] -> [L, (T / L) * B, ...]: column j * B + b is env b's j-th piece.
+            x = x.reshape(length // seq_len, seq_len, batch, *x.shape[2:]).transpose(0, 1)
+            return x.reshape(seq_len, -1, *x.shape[3:])
+
+        sequences = nest.map_structure(to_sequences, exp)
+        valid = to_sequences(valid)
+        num_sequences = valid.shape[1]
+        per_batch = max(1, (self.mini_batch_size or length * batch) // seq_len)
+        stats: list[dict[str, Any]] = []
+        num_skipped = 0
+        for index in self._epochs(num_sequences, per_batch):
+            mini, mask = sequences, valid
+            if index is not None:
+                mini = nest.map_structure(lambda x, i=index: x[:, i], sequences)
+                mask = valid[:, index]
+            num_skipped += not self._record(self.update_on_sequence(mini, mask), stats)
+        return stats, num_skipped
+
+    def update_on_sequence(
+        self, exp: Experience, valid: torch.Tensor
+    ) -> tuple[LossInfo, dict[str, Any]]:
+        """One gradient update on ``[L, b]`` sequences: ``train_step`` along them (state
+        reset at FIRST steps), then ``calc_loss`` on the steps where ``valid``."""
+        num_rows = valid.shape[0]
+        if self.use_rollout_state:
+            state = nest.map_structure(lambda x: x[0], exp.state)
+        else:
+            state = self.zero_state(self.train_state_spec, valid.shape[1])
+        infos = []
+        for t in range(num_rows):
+            row = nest.map_structure(lambda x, t=t: x[t], exp)
+            state = reset_state_on_first(state, row.step_type)
+            step = self.train_step(row, state, row.rollout_info)
+            state = step.state
+            infos.append(step.info)
+        flat_valid = valid.reshape(-1)
+        info = nest.map_structure(
+            lambda *xs: torch.stack(xs).reshape(-1, *xs[0].shape[1:])[flat_valid], *infos
+        )
+        loss_info = self.calc_loss(info)
+        update = self.update_with_gradient(loss_info)
+        if "skipped" not in update:
+            self.after_update()
+        return loss_info, update
 
 
 def summarize_updates(stats: list[dict[str, Any]], num_skipped: int) -> dict[str, Any]:

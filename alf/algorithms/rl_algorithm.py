@@ -9,9 +9,17 @@ import torch
 from alf import nest
 from alf.algorithms.algorithm import Algorithm
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
+from alf.data_transformers import DataTransformerChain
 from alf.tensor_specs import TensorSpec, zeros_from_spec
 
-__all__ = ["RLAlgorithm"]
+__all__ = ["RLAlgorithm", "reset_state_on_first"]
+
+
+def reset_state_on_first(state: Any, step_type: torch.Tensor) -> Any:
+    """Zeroes the recurrent state of the environments whose step is FIRST."""
+    if not nest.flatten(state):  # stateless: nothing to do on this per-step path
+        return state
+    return nest.zero_rows(state, step_type != StepType.FIRST)
 
 
 class RLAlgorithm(Algorithm):
@@ -45,6 +53,26 @@ class RLAlgorithm(Algorithm):
         super().__init__(**kwargs)
         self.observation_spec = observation_spec
         self.action_spec = action_spec
+        self.data_transformer = DataTransformerChain(
+            transformers=[], observation_spec=observation_spec
+        )
+
+    def set_data_transformer(self, transformer: DataTransformerChain) -> None:
+        """Installs the transformers of raw observations and rewards (see
+        :mod:`alf.data_transformers`); their output spec must be :attr:`observation_spec`.
+        They become part of the module, so checkpoints hold their statistics."""
+        def signature(spec: Any) -> Any:
+            return nest.map_structure(lambda s: (tuple(s.shape), s.dtype), spec)
+
+        if signature(transformer.transformed_observation_spec) != signature(
+            self.observation_spec
+        ):
+            raise ValueError(
+                "The data transformers produce observations of spec "
+                f"{transformer.transformed_observation_spec}, but the algorithm was built for "
+                f"{self.observation_spec}"
+            )
+        self.data_transformer = transformer
 
     @property
     def predict_state_spec(self) -> Any:
@@ -121,18 +149,23 @@ class RLAlgorithm(Algorithm):
 
     def experience_spec(self) -> Any:
         """Specs of one collected step: an :class:`Experience` of what ``rollout_step``
-        returns for this algorithm's observation and action specs."""
+        returns for this algorithm's action spec, with *raw* observations (before the
+        data transformers)."""
+        transformer = self.data_transformer
         time_step = TimeStep(
             step_type=torch.full((1,), StepType.FIRST, dtype=torch.int32),
             reward=torch.zeros(1),
             discount=torch.ones(1),
-            observation=zeros_from_spec(self.observation_spec, (1,)),
+            observation=zeros_from_spec(transformer.observation_spec, (1,)),
             prev_action=zeros_from_spec(self.action_spec, (1,)),
             env_id=torch.zeros(1, dtype=torch.int64),
         )
         state = self.zero_state(self.rollout_state_spec, 1)
         with torch.no_grad():
-            step = self.rollout_step(time_step, state)
+            transformed, _ = transformer.transform_timestep(
+                time_step, transformer.initial_state(1)
+            )
+            step = self.rollout_step(transformed, state)
         exp = Experience.from_time_step(time_step, step.output, step.info, state)
         return nest.map_structure(lambda x: TensorSpec(tuple(x.shape[1:]), x.dtype), exp)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -36,13 +37,11 @@ def main(argv: list[str]) -> None:
     """Loads the run and plays it; see the module docstring."""
     del argv
     import gymnasium
-    import torch
 
     from alf import config as alf_config
-    from alf.environments import UnknownEnvironmentError, create_environment
-    from alf.trainers import Checkpointer, CheckpointError, TrainerConfig, build_algorithm
+    from alf.environments import UnknownEnvironmentError
+    from alf.trainers import CheckpointError
     from alf.trainers.evaluator import Evaluator
-    from alf.trainers.rl_trainer import CHECKPOINT_KEYS
 
     if not FLAGS.root_dir:
         _fail("--root_dir is required")
@@ -58,24 +57,17 @@ def main(argv: list[str]) -> None:
     env = None
     try:
         try:
-            with open(conf_path) as f:
-                alf_config.load_config_text(f.read(), FLAGS.conf_param)
-            config = TrainerConfig()
-            state = Checkpointer(directory=os.path.join(root_dir, "checkpoints")).load(
-                FLAGS.checkpoint_step, CHECKPOINT_KEYS
-            )
-            if config.torch_num_threads:
-                torch.set_num_threads(config.torch_num_threads)
             render_mode = "rgb_array" if FLAGS.record_file else None
-            env = create_environment(
-                num_parallel_environments=1, seed=FLAGS.seed, render_mode=render_mode
+            env, algorithm = load_trained_run(
+                root_dir,
+                checkpoint_step=FLAGS.checkpoint_step,
+                seed=FLAGS.seed,
+                render_mode=render_mode,
+                conf_params=FLAGS.conf_param,
             )
             if FLAGS.record_file:
                 metadata = getattr(getattr(env, "gym_env", None), "metadata", {})
                 writer = _VideoWriter(FLAGS.record_file, fps=metadata.get("render_fps", 30))
-            algorithm = build_algorithm(config, env)
-            # Only the parameters: play needs no optimizer state.
-            algorithm.load_state_dict(state["algorithm"]["module"])
         except (
             alf_config.ConfigError,
             CheckpointError,
@@ -101,6 +93,47 @@ def main(argv: list[str]) -> None:
     if writer is not None:
         print(f"video: {FLAGS.record_file} ({writer.num_frames} frames)", flush=True)
     print(f"average_return: {result.average_return}", flush=True)
+
+
+def load_trained_run(
+    root_dir: str,
+    *,
+    checkpoint_step: int | None = None,
+    seed: int | None = None,
+    render_mode: str | None = None,
+    conf_params: Sequence[str] = (),
+) -> tuple[Any, Any]:
+    """Rebuilds a run's evaluation environment (one env) and its algorithm from
+    ``root_dir/config.gin``, with the parameters and data-transformer statistics of the
+    checkpoint of ``checkpoint_step`` (default: the newest).
+
+    Returns:
+        ``(env, algorithm)``; the caller closes ``env``.
+    """
+    import torch
+
+    from alf import config as alf_config
+    from alf.environments import create_environment
+    from alf.trainers import Checkpointer, TrainerConfig, build_algorithm
+    from alf.trainers.rl_trainer import CHECKPOINT_KEYS
+
+    with open(os.path.join(root_dir, "config.gin")) as f:
+        alf_config.load_config_text(f.read(), conf_params)
+    config = TrainerConfig()
+    state = Checkpointer(directory=os.path.join(root_dir, "checkpoints")).load(
+        checkpoint_step, CHECKPOINT_KEYS
+    )
+    if config.torch_num_threads:
+        torch.set_num_threads(config.torch_num_threads)
+    env = create_environment(num_parallel_environments=1, seed=seed, render_mode=render_mode)
+    try:
+        algorithm = build_algorithm(config, env)
+        # Only the module's tensors (parameters and statistics): no optimizer state.
+        algorithm.load_state_dict(state["algorithm"]["module"])
+    except BaseException:
+        env.close()
+        raise
+    return env, algorithm
 
 
 class _VideoWriter:

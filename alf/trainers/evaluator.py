@@ -33,7 +33,8 @@ class EvalResult:
 
 
 class Evaluator:
-    """Plays ``num_episodes`` full episodes with the algorithm's ``predict_step``.
+    """Plays ``num_episodes`` full episodes with the algorithm's ``predict_step`` (on
+    time steps passed through its data transformers, whose statistics stay fixed).
 
     Each of the ``B`` environments plays its share of the episodes (the first
     ``num_episodes % B`` play one more), so short episodes are not over-represented.
@@ -65,6 +66,8 @@ class Evaluator:
         try:
             time_step = self.env.reset()
             state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
+            transformer = self.algorithm.data_transformer
+            transform_state = transformer.initial_state(batch)
             for _ in range(max_steps):
                 tracker.update(time_step)
                 completed = zip(
@@ -82,7 +85,12 @@ class Evaluator:
                 if len(returns) >= self.num_episodes:
                     break
                 state = reset_state_on_first(state, time_step.step_type)
-                step = self.algorithm.predict_step(time_step, state)
+                policy_input = time_step
+                if not transformer.is_identity:
+                    policy_input, transform_state = transformer.transform_timestep(
+                        time_step, transform_state
+                    )
+                step = self.algorithm.predict_step(policy_input, state)
                 state = step.state
                 time_step = self.env.step(step.output)
         finally:

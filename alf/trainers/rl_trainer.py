@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ from alf import nest
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import StepType
+from alf.data_transformers import build_data_transformer
 from alf.environments import AlfEnvironment, create_environment
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.trainers.checkpointer import Checkpointer, CheckpointError
@@ -45,13 +48,40 @@ class TrainingDivergedError(RuntimeError):
     """Too many consecutive iterations had every update skipped for a non-finite loss."""
 
 
-def build_algorithm(config: TrainerConfig, env: AlfEnvironment) -> RLAlgorithm:
-    """Builds the configured algorithm for ``env``'s specs."""
-    algorithm = config.algorithm_ctor(
-        observation_spec=env.observation_spec(), action_spec=env.action_spec()
+def make_algorithm(
+    *,
+    observation_spec: Any,
+    action_spec: Any,
+    algorithm_ctor: Callable[..., Any],
+    data_transformer_ctor: Sequence[Callable[..., Any]] = (),
+) -> RLAlgorithm:
+    """Builds the data transformers for the raw ``observation_spec``, then the algorithm
+    for their output spec, and installs the transformers in it."""
+    transformer = build_data_transformer(data_transformer_ctor, observation_spec)
+    algorithm = algorithm_ctor(
+        observation_spec=transformer.transformed_observation_spec, action_spec=action_spec
     )
     if not isinstance(algorithm, RLAlgorithm):
         raise TypeError(f"algorithm_ctor built {type(algorithm).__name__}, not an RLAlgorithm")
+    algorithm.set_data_transformer(transformer)
+    return algorithm
+
+
+def algorithm_factory(config: TrainerConfig) -> Callable[..., RLAlgorithm]:
+    """``(observation_spec=, action_spec=) -> RLAlgorithm`` for ``config`` (picklable, for
+    actor processes)."""
+    return functools.partial(
+        make_algorithm,
+        algorithm_ctor=config.algorithm_ctor,
+        data_transformer_ctor=tuple(config.data_transformer_ctor or ()),
+    )
+
+
+def build_algorithm(config: TrainerConfig, env: AlfEnvironment) -> RLAlgorithm:
+    """Builds the configured algorithm (with its data transformers) for ``env``'s specs."""
+    algorithm = algorithm_factory(config)(
+        observation_spec=env.observation_spec(), action_spec=env.action_spec()
+    )
     # Create the optimizer now: a bad optimizer config fails before training starts,
     # and torch's one-off optimizer set-up cost is paid while building the run.
     algorithm.optimizer  # noqa: B018
@@ -193,7 +223,7 @@ class RLTrainer:
         return AsyncUnroller(
             env_factory=create_environment,
             algorithm=self.algorithm,
-            algorithm_factory=config.algorithm_ctor,
+            algorithm_factory=algorithm_factory(config),
             num_envs=self._num_envs,
             unroll_length=int(config.unroll_length),
             seed=seed,

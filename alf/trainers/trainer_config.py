@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from alf.config import configurable
@@ -43,6 +43,12 @@ class TrainerConfig:
     Attributes:
         algorithm_ctor: called as ``algorithm_ctor(observation_spec=..., action_spec=...)``,
             e.g. ``@PPOAlgorithm``.
+        data_transformer_ctor: a list of data transformer constructors (see
+            :mod:`alf.data_transformers`), e.g. ``[@ImageScale, @FrameStacker]``, each
+            called as ``ctor(observation_spec=...)`` with the previous one's output spec.
+            They preprocess observations and rewards for the policy and for training;
+            the algorithm is built for their output spec, and their statistics are
+            saved in checkpoints.
         unroll_length: environment steps per environment per training iteration. For
             off-policy algorithms it may be fractional: 0.25 steps the environments once
             every 4 iterations (so each step gets 4 training iterations of updates).
@@ -94,6 +100,7 @@ class TrainerConfig:
     """
 
     algorithm_ctor: Callable | None = None
+    data_transformer_ctor: Sequence[Callable] = ()
     unroll_length: float = 8
     num_iterations: int = 0
     num_env_steps: int = 0

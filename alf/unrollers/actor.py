@@ -66,8 +66,8 @@ class FragmentMessage:
         actor_id: the actor.
         buffer: index of the filled buffer in the :class:`FragmentPool`.
         version: version of the parameters that chose the fragment's actions.
-        first_row_is_new: whether row 0 is new (an actor's first fragment); otherwise it
-            repeats the last row of the actor's previous fragment.
+        num_old_rows: leading rows that are not new steps (history rows of the data
+            transformers, and the repeat of the previous fragment's last row).
         env_steps: environment steps the fragment took.
         collect_s: seconds spent collecting it (not waiting for a buffer).
         episode_returns: returns of the episodes that ended in the fragment.
@@ -79,7 +79,7 @@ class FragmentMessage:
     actor_id: int
     buffer: int
     version: int
-    first_row_is_new: bool
+    num_old_rows: int
     env_steps: int
     collect_s: float
     episode_returns: list[float]
@@ -171,7 +171,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                     actor_id=actor_id,
                     buffer=buffer,
                     version=version,
-                    first_row_is_new=unroller.first_row_is_new,
+                    num_old_rows=unroller.num_old_rows,
                     env_steps=unroller.steps_per_unroll,
                     collect_s=time.perf_counter() - start,
                     episode_returns=returns,

@@ -42,24 +42,26 @@ class Fragment:
     """A trajectory fragment received from an actor.
 
     Attributes:
-        exp: the ``[unroll_length + 1, envs_per_actor]`` :class:`Experience` (global
-            env ids); its last row is row 0 of the actor's next fragment.
+        exp: the ``[h + unroll_length + 1, envs_per_actor]`` :class:`Experience` (global
+            env ids; ``h`` history rows for the data transformers, see
+            :class:`~alf.unrollers.SyncUnroller`); its last ``h + 1`` rows are the first
+            ones of the actor's next fragment.
         actor_id: the actor that collected it.
         version: the parameter version that chose its actions (but row 0's, when it
             repeats the previous fragment's last row).
-        first_row_is_new: False when row 0 repeats the previous fragment's last row.
+        num_old_rows: leading rows delivered before (or history padding).
     """
 
     exp: Experience
     actor_id: int
     version: int
-    first_row_is_new: bool
+    num_old_rows: int
 
     def new_rows(self) -> Experience:
         """The rows not delivered by an earlier fragment (for replay buffers)."""
-        if self.first_row_is_new:
+        if self.num_old_rows == 0:
             return self.exp
-        return nest.map_structure(lambda x: x[1:], self.exp)
+        return nest.map_structure(lambda x: x[self.num_old_rows :], self.exp)
 
 
 class _ReceivedEpisodes:
@@ -80,7 +82,7 @@ class AsyncUnroller:
     """Collects with ``num_actors`` processes while the learner trains.
 
     Each actor owns ``num_envs / num_actors`` environments and a CPU copy of the
-    algorithm, and fills fragment buffers ``[unroll_length + 1, envs_per_actor]`` of a
+    algorithm, and fills fragment buffers ``[h + unroll_length + 1, envs_per_actor]`` of a
     shared-memory :class:`FragmentPool`; only buffer indices travel through queues. The
     learner :meth:`publish` es its parameters every ``unroll_parameter_update_period``
     training iterations; actors load a new version before their next fragment and stamp
@@ -184,7 +186,7 @@ class AsyncUnroller:
             pool=FragmentPool(
                 spec=algorithm.experience_spec(),
                 num_buffers=num_buffers,
-                length=unroll_length + 1,
+                length=algorithm.data_transformer.history_length + unroll_length + 1,
                 batch_size=self.envs_per_actor,
             ),
             parameters=SharedParameters(module=algorithm, lock=ctx.Lock()),
@@ -279,7 +281,7 @@ class AsyncUnroller:
                     exp=exp,
                     actor_id=message.actor_id,
                     version=message.version,
-                    first_row_is_new=message.first_row_is_new,
+                    num_old_rows=message.num_old_rows,
                 )
             )
         self._stats["wait_s"] += time.perf_counter() - start

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from alf import nest
-from alf.algorithms.rl_algorithm import RLAlgorithm
-from alf.data_structures import AlgStep, Experience, StepType, TimeStep
+from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
+from alf.data_structures import AlgStep, Experience, TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.tensor_specs import sample_uniform
 from alf.unrollers.episode_tracker import EpisodeTracker
@@ -17,22 +17,21 @@ from alf.unrollers.episode_tracker import EpisodeTracker
 __all__ = ["SyncUnroller", "reset_state_on_first"]
 
 
-def reset_state_on_first(state: Any, step_type: torch.Tensor) -> Any:
-    """Zeroes the recurrent state of the environments whose step is FIRST."""
-    if not nest.flatten(state):  # stateless: nothing to do on this per-step path
-        return state
-    return nest.zero_rows(state, step_type != StepType.FIRST)
-
-
 class SyncUnroller:
     """Collects ``unroll_length`` steps per call with ``algorithm.rollout_step``.
 
-    Each call returns a ``[unroll_length + 1, B]`` :class:`Experience`. Its last row is
-    the step reached after the last action, with the algorithm's response to it; that
-    response is really taken, as the first row of the next call, so consecutive
-    trajectories overlap by one row and no computation is wasted.
-    :meth:`new_rows` drops that repeated row (for replay buffers, which store each step
+    Each call returns a ``[h + unroll_length + 1, B]`` :class:`Experience` of raw time
+    steps, where ``h`` is the ``history_length`` of the algorithm's data transformers
+    (0 without frame stacking). Row ``h + k`` is the ``k``-th step of this call; its
+    last row is the step reached after the last action, with the algorithm's response to
+    it; that response is really taken, as row ``h`` of the next call, so consecutive
+    trajectories overlap by ``h + 1`` rows and no computation is wasted (the first call
+    pads its ``h`` history rows with copies of its first row). :meth:`new_rows` drops
+    the :attr:`num_old_rows` repeated rows (for replay buffers, which store each step
     once).
+
+    The policy sees each time step after the algorithm's data transformers
+    (``algorithm.data_transformer.transform_timestep``); the experience keeps it raw.
 
     While :attr:`num_random_steps` is positive, actions are drawn uniformly from the
     action space instead (the algorithm's ``rollout_step`` still runs, for its state and
@@ -53,9 +52,12 @@ class SyncUnroller:
         self.algorithm = algorithm
         self.unroll_length = unroll_length
         self.episodes = EpisodeTracker(batch_size=env.batch_size)
-        self._row: Experience | None = None
+        self._transformer = algorithm.data_transformer
+        self._history = self._transformer.history_length
+        self._transform_state: Any = None
+        self._tail: list[Experience] | None = None  # the last h + 1 rows
         self._policy_step: AlgStep | None = None
-        self._first_row_is_new = True
+        self._num_old_rows = 0
         self.num_random_steps = 0
         self._rows_this_call = 0
         self.on_step: Callable[[], None] | None = None
@@ -73,7 +75,12 @@ class SyncUnroller:
 
     def _respond(self, time_step: TimeStep, state: Any) -> Experience:
         state = reset_state_on_first(state, time_step.step_type)
-        self._policy_step = self.algorithm.rollout_step(time_step, state)
+        policy_input = time_step
+        if not self._transformer.is_identity:
+            policy_input, self._transform_state = self._transformer.transform_timestep(
+                time_step, self._transform_state
+            )
+        self._policy_step = self.algorithm.rollout_step(policy_input, state)
         # The action of the k-th row of this call is executed k * B env steps from now.
         executed_in = self._rows_this_call * self.env.batch_size
         self._rows_this_call += 1
@@ -89,24 +96,27 @@ class SyncUnroller:
         """Runs ``num_steps`` (default ``unroll_length``) steps and returns the
         ``[num_steps + 1, B]`` trajectory."""
         num_steps = self.unroll_length if num_steps is None else num_steps
-        self._first_row_is_new = self._row is None
-        # Row 0 of a later call was chosen by the previous one: count from row 1.
-        self._rows_this_call = 0 if self._row is None else 1
-        if self._row is None:
+        first_call = self._tail is None
+        # Row h of a later call was chosen by the previous one: count from the next row.
+        self._rows_this_call = 0 if first_call else 1
+        self._num_old_rows = self._history + (0 if first_call else 1)
+        if first_call:
             time_step = self.env.reset()
             self.episodes.update(time_step)
             state = self.algorithm.zero_state(
                 self.algorithm.rollout_state_spec, self.env.batch_size
             )
-            self._row = self._respond(time_step, state)
-        rows = [self._row]
+            self._transform_state = self._transformer.initial_state(self.env.batch_size)
+            row = self._respond(time_step, state)
+            self._tail = [row] * (self._history + 1)
+        rows = list(self._tail)
         for _ in range(num_steps):
             time_step = self.env.step(self._policy_step.output)
             if self.on_step is not None:
                 self.on_step()
             self.episodes.update(time_step)
             rows.append(self._respond(time_step, self._policy_step.state))
-        self._row = rows[-1]
+        self._tail = rows[len(rows) - self._history - 1 :]
         return nest.stack(rows)
 
     @property
@@ -115,16 +125,16 @@ class SyncUnroller:
         return self.num_random_steps > 0
 
     @property
-    def first_row_is_new(self) -> bool:
-        """Whether row 0 of the last :meth:`unroll` result is new (the first call's)."""
-        return self._first_row_is_new
+    def num_old_rows(self) -> int:
+        """Leading rows of the last :meth:`unroll` result that are not new steps: the
+        history rows, plus the repeated row on every call but the first."""
+        return self._num_old_rows
 
     def new_rows(self, exp: Experience) -> Experience:
-        """The rows of :meth:`unroll`'s last result not returned by an earlier call
-        (all but the first, except on the first call)."""
-        if self._first_row_is_new:
+        """The rows of :meth:`unroll`'s last result not returned by an earlier call."""
+        if self._num_old_rows == 0:
             return exp
-        return nest.map_structure(lambda x: x[1:], exp)
+        return nest.map_structure(lambda x: x[self._num_old_rows :], exp)
 
     def close(self) -> None:
         """Closes the environment."""
