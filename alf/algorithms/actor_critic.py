@@ -12,11 +12,25 @@ from alf import nest
 from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
-from alf.networks import ActorDistributionNetwork, ValueNetwork
+from alf.networks import ActorDistributionNetwork, ValueNetwork, state_spec_of, step_network
 from alf.utils.distributions import distribution_mode, sample
 from alf.utils.value_ops import generalized_advantage_estimation
 
-__all__ = ["ActorCriticAlgorithm", "ActorCriticRolloutInfo", "ActorCriticTrainInfo"]
+__all__ = [
+    "ActorCriticAlgorithm",
+    "ActorCriticRolloutInfo",
+    "ActorCriticState",
+    "ActorCriticTrainInfo",
+]
+
+
+class ActorCriticState(NamedTuple):
+    """The recurrent state of :meth:`ActorCriticAlgorithm.rollout_step` and
+    :meth:`~ActorCriticAlgorithm.train_step`: the actor's and the value network's states
+    (each ``()`` when that network is stateless)."""
+
+    actor: Any = ()
+    value: Any = ()
 
 
 class ActorCriticRolloutInfo(NamedTuple):
@@ -40,6 +54,13 @@ class ActorCriticTrainInfo(NamedTuple):
 @configurable
 class ActorCriticAlgorithm(OnPolicyAlgorithm):
     """A2C: policy gradient with a learned value baseline and GAE advantages.
+
+    The actor and value networks may be recurrent (e.g. ``lstm_hidden_size``; they then
+    have a non-empty ``state_spec`` and a ``step(observation, state)`` method). The
+    rollout and train state is then an :class:`ActorCriticState` of both networks'
+    states, the predict state the actor's state alone; with two stateless networks every
+    state is ``()``. ``train_step`` is then one time step of ``[B]`` rows: the trainer
+    steps it through sequences, starting from the stored rollout states.
 
     Args:
         observation_spec: nest of specs of one observation.
@@ -84,6 +105,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             input_spec=observation_spec, action_spec=action_spec
         )
         self.value_network = value_network_ctor(input_spec=observation_spec)
+        self._actor_state_spec = state_spec_of(self.actor_network)
+        self._value_state_spec = state_spec_of(self.value_network)
+        self._stateless = not nest.flatten((self._actor_state_spec, self._value_state_spec))
         self.gamma = gamma
         self.gae_lambda = gae_lambda
         self.value_loss_coef = value_loss_coef
@@ -91,16 +115,49 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         self.normalize_advantages = normalize_advantages
         self.reward_scale = reward_scale
 
+    @property
+    def predict_state_spec(self) -> Any:
+        """The actor network's state spec (``()`` when it is stateless)."""
+        return self._actor_state_spec
+
+    @property
+    def rollout_state_spec(self) -> Any:
+        """An :class:`ActorCriticState` of both networks' state specs, ``()`` when both
+        are stateless."""
+        if self._stateless:
+            return ()
+        return ActorCriticState(actor=self._actor_state_spec, value=self._value_state_spec)
+
+    @property
+    def train_state_spec(self) -> Any:
+        """The same as :attr:`rollout_state_spec`."""
+        return self.rollout_state_spec
+
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        dist = self.actor_network(time_step.observation)
+        if self._stateless:
+            dist = self.actor_network(time_step.observation)
+        else:
+            dist, state = step_network(self.actor_network, time_step.observation, state)
         return AlgStep(output=distribution_mode(dist), state=state)
 
+    def _step_networks(
+        self, observation: Any, state: Any
+    ) -> tuple[td.Distribution, torch.Tensor, Any]:
+        """The action distribution, the value and the new state of one time step."""
+        if self._stateless:
+            return self.actor_network(observation), self.value_network(observation), state
+        dist, actor_state = step_network(self.actor_network, observation, state.actor)
+        value, value_state = step_network(self.value_network, observation, state.value)
+        return dist, value, ActorCriticState(actor=actor_state, value=value_state)
+
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        dist = self.actor_network(time_step.observation)
+        if self._stateless:
+            dist = self.actor_network(time_step.observation)
+            value = self.value_network(time_step.observation)
+        else:
+            dist, value, state = self._step_networks(time_step.observation, state)
         action = sample(dist)
-        info = ActorCriticRolloutInfo(
-            log_prob=dist.log_prob(action), value=self.value_network(time_step.observation)
-        )
+        info = ActorCriticRolloutInfo(log_prob=dist.log_prob(action), value=value)
         return AlgStep(output=action, state=state, info=info)
 
     def preprocess_experience(self, exp: Experience) -> Experience:
@@ -124,11 +181,14 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         )
 
     def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
-        dist: td.Distribution = self.actor_network(exp.observation)
+        """Recomputes the log-probabilities, entropies and values of ``exp``'s steps with
+        gradients. Stateless networks: any batch of steps. Recurrent ones: one time step
+        of ``[B]`` rows and its state; returns the new state."""
+        dist, value, state = self._step_networks(exp.observation, state)
         info = ActorCriticTrainInfo(
             log_prob=dist.log_prob(exp.action),
             entropy=dist.entropy(),
-            value=self.value_network(exp.observation),
+            value=value,
             rollout=rollout_info,
         )
         return AlgStep(output=(), state=state, info=info)

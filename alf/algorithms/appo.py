@@ -24,6 +24,7 @@ from alf.algorithms.actor_critic import (
 from alf.algorithms.ppo import ClippedObjective
 from alf.config import configurable
 from alf.data_structures import Experience, LossInfo
+from alf.networks import require_stateless
 from alf.utils.schedules import Schedule
 from alf.utils.value_ops import valid_mask, vtrace
 
@@ -63,7 +64,9 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
     ``E_mu[pi/mu] = 1``), and ``vtrace_mean_abs_log_rho``, the mean of ``|log(pi/mu)|``
     (0 on-policy; it grows with the behaviour policy's staleness).
 
-    Stateless (feed-forward) networks only, like every on-policy algorithm.
+    Stateless (feed-forward) networks only: a recurrent actor or value network raises a
+    ``ValueError`` at construction (use :class:`~alf.algorithms.PPOAlgorithm` for
+    recurrent policies).
 
     Args:
         observation_spec: nest of specs of one observation.
@@ -117,6 +120,11 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
             num_epochs=num_epochs,
             mini_batch_size=mini_batch_size,
             **kwargs,
+        )
+        require_stateless(
+            "AppoAlgorithm",
+            actor_network=self.actor_network,
+            value_network=self.value_network,
         )
         truncations = {"clip_rho": clip_rho, "clip_c": clip_c, "clip_pg_rho": clip_pg_rho}
         for name, value in truncations.items():

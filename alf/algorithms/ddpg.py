@@ -20,7 +20,7 @@ from alf.algorithms.off_policy_algorithm import (
 )
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
-from alf.networks import ActorNetwork, CriticNetwork
+from alf.networks import ActorNetwork, CriticNetwork, require_stateless
 from alf.tensor_specs import TensorSpec, action_bounds
 from alf.utils.target_update import TargetUpdater, make_target
 
@@ -100,6 +100,11 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         )
         self.critic_network = critic_network_ctor(
             input_spec=(observation_spec, action_spec), num_replicas=num_critic_replicas
+        )
+        require_stateless(
+            type(self).__name__,
+            actor_network=self.actor_network,
+            critic_network=self.critic_network,
         )
         self.target_actor_network = make_target(self.actor_network)
         self.target_critic_network = make_target(self.critic_network)

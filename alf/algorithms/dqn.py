@@ -19,7 +19,7 @@ from alf.algorithms.off_policy_algorithm import (
 )
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
-from alf.networks import QNetwork
+from alf.networks import QNetwork, require_stateless
 from alf.utils.schedules import LinearSchedule, Schedule, as_schedule
 from alf.utils.target_update import TargetUpdater, make_target
 
@@ -76,6 +76,7 @@ class DqnAlgorithm(OffPolicyAlgorithm):
     ) -> None:
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
         self.q_network = q_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        require_stateless(type(self).__name__, q_network=self.q_network)
         self.target_q_network = make_target(self.q_network)
         self.gamma = gamma
         self.reward_scale = reward_scale

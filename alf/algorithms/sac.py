@@ -21,7 +21,7 @@ from alf.algorithms.off_policy_algorithm import (
 )
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
-from alf.networks import ActorDistributionNetwork, CriticNetwork, QNetwork
+from alf.networks import ActorDistributionNetwork, CriticNetwork, QNetwork, require_stateless
 from alf.utils.distributions import Categorical, SquashedNormal, distribution_mode, sample
 from alf.utils.target_update import TargetUpdater, make_target
 
@@ -112,6 +112,11 @@ class SacAlgorithm(OffPolicyAlgorithm):
                 input_spec=(observation_spec, action_spec), num_replicas=num_critic_replicas
             )
             default_entropy = -float(action_spec.numel)
+        require_stateless(
+            type(self).__name__,
+            actor_network=self.actor_network,
+            critic_network=self.critic_network,
+        )
         self.target_critic_network = make_target(self.critic_network)
         self.log_alpha = nn.Parameter(
             torch.tensor(math.log(initial_alpha)), requires_grad=not fixed_alpha

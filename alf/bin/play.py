@@ -125,7 +125,9 @@ def load_trained_run(
     )
     if config.torch_num_threads:
         torch.set_num_threads(config.torch_num_threads)
-    env = create_environment(num_parallel_environments=1, seed=seed, render_mode=render_mode)
+    env = create_environment(
+        num_parallel_environments=1, seed=seed, render_mode=render_mode, for_evaluation=True
+    )
     try:
         algorithm = build_algorithm(config, env)
         # Only the module's tensors (parameters and statistics): no optimizer state.

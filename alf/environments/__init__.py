@@ -1,17 +1,28 @@
-"""Environments: the :class:`AlfEnvironment` interface and its Gymnasium backend."""
+"""Environments: the :class:`AlfEnvironment` interface, its backends, suites and wrappers."""
 
+from alf.environments import suite_gym, wrappers
 from alf.environments.alf_environment import AlfEnvironment
-from alf.environments.create_environment import (
+from alf.environments.atari import AtariPreset
+from alf.environments.create_environment import create_environment
+from alf.environments.gymnasium_environment import GymnasiumEnvironment
+from alf.environments.suite_gym import (
+    MissingExtraError,
     UnknownEnvironmentError,
-    create_environment,
     resolve_env_id,
 )
-from alf.environments.gymnasium_environment import GymnasiumEnvironment
+from alf.environments.wrappers import ChannelFirst, ObservationSubset, RewardSign
 
 __all__ = [
     "AlfEnvironment",
+    "AtariPreset",
+    "ChannelFirst",
     "GymnasiumEnvironment",
+    "MissingExtraError",
+    "ObservationSubset",
+    "RewardSign",
     "UnknownEnvironmentError",
     "create_environment",
     "resolve_env_id",
+    "suite_gym",
+    "wrappers",
 ]

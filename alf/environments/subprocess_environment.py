@@ -67,7 +67,11 @@ def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
     try:
         from alf.environments.create_environment import create_environment
 
-        env_name, num_envs, kwargs, lo, hi = cloudpickle.loads(build_args)
+        env_name, num_envs, kwargs, lo, hi, config_text = cloudpickle.loads(build_args)
+        if config_text:
+            from alf.config import load_config_text
+
+            load_config_text(config_text)
         env = create_environment(env_name, num_envs, vectorization_mode="sync", **kwargs)
         conn.send(("ok", (env.observation_spec(), env.action_spec())))
     except Exception:
@@ -154,6 +158,12 @@ class SubprocessEnvironment(AlfEnvironment):
     workers are joined or killed and the shared memory is released. Discrete actions
     outside the action space raise ``ValueError`` in the parent, before any worker steps.
 
+    Each worker builds its environments through ``suite_gym.load``; it first loads
+    ``config_text`` (the parent's gin config, from ``create_environment``), so the
+    preset, wrappers and ``legacy_api`` bound on ``load`` apply in the workers too. As
+    for the ``AsyncUnroller``'s actors, every configurable the config names must be
+    importable in a fresh process (ALF's own, or a module the config imports).
+
     Args:
         env_name: a registered Gymnasium id, or ``module:EnvName-v0``.
         num_envs: number of environments in the batch.
@@ -165,6 +175,10 @@ class SubprocessEnvironment(AlfEnvironment):
         max_episode_steps: overrides the registered time limit.
         env_kwargs: keyword arguments of the environment's constructor (shipped to the
             workers with ``cloudpickle``).
+        for_evaluation: the environments evaluate or play (``training=False`` for
+            ``suite_gym.load``).
+        config_text: a gin config (e.g. ``alf.config.config_str()``) each worker loads
+            before building its environments; None or empty: none.
         step_timeout_s: longest wait for a worker's answer to reset, step or render;
             ``None`` waits forever. Dead workers are detected within about a second
             either way; building the environments has no time limit.
@@ -180,6 +194,8 @@ class SubprocessEnvironment(AlfEnvironment):
         render_mode: str | None = None,
         max_episode_steps: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
+        for_evaluation: bool = False,
+        config_text: str | None = None,
         step_timeout_s: float | None = None,
     ) -> None:
         if num_envs < 1:
@@ -208,8 +224,9 @@ class SubprocessEnvironment(AlfEnvironment):
                     render_mode=render_mode,
                     max_episode_steps=max_episode_steps,
                     env_kwargs=env_kwargs,
+                    for_evaluation=for_evaluation,
                 )
-                build_args = cloudpickle.dumps((env_name, hi - lo, kwargs, lo, hi))
+                build_args = cloudpickle.dumps((env_name, hi - lo, kwargs, lo, hi, config_text))
                 parent_conn, child_conn = ctx.Pipe()
                 process = ctx.Process(
                     target=_worker,

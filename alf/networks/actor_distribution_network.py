@@ -12,7 +12,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from alf.config import configurable
-from alf.networks.encoding_network import EncodingNetwork, orthogonal_init
+from alf.networks.conv_encoder import ConvLayerParams
+from alf.networks.encoding_network import EncodingNetwork, encoder_options, orthogonal_init
 from alf.tensor_specs import BoundedTensorSpec, action_bounds
 from alf.utils.distributions import Categorical, SquashedNormal, diag_normal
 
@@ -37,6 +38,10 @@ class ActorDistributionNetwork(nn.Module):
         init_std: initial standard deviation (continuous actions).
         min_std: lower bound of the standard deviation.
         squash: squash the Normal with ``tanh`` into the action bounds.
+        input_preprocessors, conv_layer_params, lstm_hidden_size: passed to the
+            :class:`EncodingNetwork` encoder when given (when None, a gin binding of
+            ``EncodingNetwork`` may still set them). With ``lstm_hidden_size`` the
+            network is recurrent: step it with :meth:`step`.
     """
 
     def __init__(
@@ -50,6 +55,9 @@ class ActorDistributionNetwork(nn.Module):
         init_std: float = 1.0,
         min_std: float = 1e-3,
         squash: bool = False,
+        input_preprocessors: Any = None,
+        conv_layer_params: ConvLayerParams | None = None,
+        lstm_hidden_size: int | Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(action_spec, BoundedTensorSpec):
@@ -58,7 +66,14 @@ class ActorDistributionNetwork(nn.Module):
                 f"got {action_spec}"
             )
         self.encoder = EncodingNetwork(
-            input_spec=input_spec, fc_layer_params=fc_layer_params, activation=activation
+            input_spec=input_spec,
+            fc_layer_params=fc_layer_params,
+            activation=activation,
+            **encoder_options(
+                input_preprocessors=input_preprocessors,
+                conv_layer_params=conv_layer_params,
+                lstm_hidden_size=lstm_hidden_size,
+            ),
         )
         self._discrete = action_spec.is_discrete
         size = self.encoder.output_size
@@ -89,9 +104,22 @@ class ActorDistributionNetwork(nn.Module):
         self.register_buffer("_low", low)
         self.register_buffer("_high", high)
 
+    @property
+    def state_spec(self) -> Any:
+        """Specs of the recurrent state (``()`` when stateless)."""
+        return self.encoder.state_spec
+
     def forward(self, observation: Any) -> td.Distribution:
-        """A distribution over ``[B, *action_shape]`` actions."""
-        hidden = self.encoder(observation)
+        """A distribution over ``[B, *action_shape]`` actions (stateless networks)."""
+        return self._distribution(self.encoder(observation))
+
+    def step(self, observation: Any, state: Any) -> tuple[td.Distribution, Any]:
+        """One time step: the action distribution and the new state (see
+        :meth:`EncodingNetwork.step`)."""
+        hidden, state = self.encoder.step(observation, state)
+        return self._distribution(hidden), state
+
+    def _distribution(self, hidden: torch.Tensor) -> td.Distribution:
         if self._discrete:
             return Categorical(self.logits(hidden))
         mean = self.mean(hidden)

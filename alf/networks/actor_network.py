@@ -9,8 +9,8 @@ import torch
 import torch.nn as nn
 
 from alf.config import configurable
-from alf.networks.critic_network import flatten_batch
-from alf.networks.encoding_network import flat_input_size
+from alf.networks.conv_encoder import ConvLayerParams
+from alf.networks.critic_network import flatten_batch, observation_torsos
 from alf.networks.ensemble import EnsembleMLP
 from alf.tensor_specs import BoundedTensorSpec, action_bounds
 
@@ -22,11 +22,16 @@ class ActorNetwork(nn.Module):
     """``observation -> action``: an MLP whose output is squashed by ``tanh`` into the
     bounds of a continuous action space.
 
+    The observation may first go through an encoder (convolutions or per-part
+    preprocessors, see :func:`~alf.networks.critic_network.observation_torsos`).
+
     Args:
         input_spec: nest of specs of one observation.
         action_spec: continuous :class:`BoundedTensorSpec` with finite bounds.
         fc_layer_params: hidden layer sizes.
         activation: name of the hidden activation.
+        input_preprocessors, conv_layer_params: the observation encoder, see
+            :class:`EncodingNetwork` (None: as bound in gin, by default none).
     """
 
     def __init__(
@@ -36,6 +41,8 @@ class ActorNetwork(nn.Module):
         action_spec: BoundedTensorSpec,
         fc_layer_params: Sequence[int] = (256, 256),
         activation: str = "relu",
+        input_preprocessors: Any = None,
+        conv_layer_params: ConvLayerParams | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(action_spec, BoundedTensorSpec) or action_spec.is_discrete:
@@ -48,16 +55,30 @@ class ActorNetwork(nn.Module):
         self.register_buffer("_half", (high - low) / 2)
         self.register_buffer("_low", low)
         self.register_buffer("_high", high)
+        self.torsos, size = observation_torsos(
+            owner="ActorNetwork",
+            input_spec=input_spec,
+            num_replicas=1,
+            activation=activation,
+            input_preprocessors=input_preprocessors,
+            conv_layer_params=conv_layer_params,
+        )
         self.mlp = EnsembleMLP(
-            input_size=flat_input_size(input_spec),
+            input_size=size,
             fc_layer_params=fc_layer_params,
             output_size=action_spec.numel,
             activation=activation,
         )
 
+    @property
+    def state_spec(self) -> Any:
+        """``()``: deterministic actors are stateless."""
+        return ()
+
     def forward(self, observation: Any) -> torch.Tensor:
         """``[B, ...]`` observations -> ``[B, *action_shape]`` actions within bounds."""
-        out = torch.tanh(self.mlp(flatten_batch(observation))[0])
+        x = flatten_batch(observation) if self.torsos is None else self.torsos[0](observation)
+        out = torch.tanh(self.mlp(x)[0])
         action = self._mid + self._half * out.reshape(out.shape[0], *self._action_shape)
         # mid + half can round one ulp past a bound when tanh saturates.
         return torch.maximum(torch.minimum(action, self._high), self._low)

@@ -1,4 +1,5 @@
-"""Multi-layer perceptron encoders over (nested) observations."""
+"""Encoders of (nested) observations: optional per-input preprocessors or convolutions,
+an MLP, optional LSTM layers and an optional last linear layer."""
 
 from __future__ import annotations
 
@@ -6,87 +7,146 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import optree
 import torch
 import torch.nn as nn
 
 from alf import nest
 from alf.config import configurable
+from alf.networks.conv_encoder import ConvEncoder, ConvLayerParams
+from alf.networks.layers import Tanh, flat_input_size, make_activation, orthogonal_init
+from alf.networks.recurrent import LSTMStack
+from alf.tensor_specs import zeros_from_spec
 
-__all__ = ["EncodingNetwork", "Tanh", "flat_input_size", "make_activation", "mlp_inference"]
-
-
-class _NumpyTanh(torch.autograd.Function):
-    """tanh whose forward runs numpy's vectorised kernel (CPU float32)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.from_numpy(np.tanh(x.detach().numpy()))
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
+__all__ = [
+    "ConcatEncoder",
+    "EncodingNetwork",
+    "Tanh",
+    "encoder_options",
+    "flat_input_size",
+    "make_activation",
+    "mlp_inference",
+    "orthogonal_init",
+]
 
 
-class Tanh(nn.Module):
-    """``tanh`` that is several times faster than ``torch.tanh`` on CPU float32.
+def _flatten_leaves(inputs: Any) -> list[torch.Tensor]:
+    return [x.reshape(x.shape[0], -1) for x in nest.flatten(inputs)]
 
-    Some torch CPU builds ship a scalar (unvectorised) ``tanh`` kernel, which dominates
-    the cost of small tanh MLPs: here 41 us for a 256x64 tensor against 3.5 us for numpy's.
-    This module computes the forward pass with numpy on CPU float32 tensors (same values
-    to one ulp) and uses torch's fused ``tanh_backward``; anywhere else it is ``torch.tanh``.
+
+def _output_size(module: nn.Module, input_spec: Any) -> int:
+    size = getattr(module, "output_size", None)
+    if isinstance(size, int):
+        return size
+    with torch.no_grad():
+        out = module(zeros_from_spec(input_spec, (2,)))
+    return int(out.reshape(2, -1).shape[1])
+
+
+class ConcatEncoder(nn.Module):
+    """Encodes each part of a nested input with its own preprocessor, then flattens and
+    concatenates the results into ``[B, output_size]`` float32.
+
+    ``preprocessors`` is a nest shaped like ``input_spec`` (or like a prefix of it: a
+    leaf of ``preprocessors`` may stand for a whole sub-nest of the input) whose leaves
+    are
+
+    * ``None``: the input part is flattened as it is;
+    * an ``nn.Module``: applied to the ``[B, ...]`` input part;
+    * any other callable: a constructor, called as ``ctor(input_spec=part_spec)``
+      (e.g. :class:`~alf.networks.ConvEncoder` or a ``functools.partial`` of it).
+
+    A module's output size is its ``output_size`` attribute, or is measured by running it
+    on a zero input.
+
+    Args:
+        input_spec: nest of specs of one input.
+        preprocessors: the nest of preprocessors described above.
     """
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous():
-            return torch.tanh(x)
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _NumpyTanh.apply(x)
-        return torch.from_numpy(np.tanh(x.detach().numpy()))
+    def __init__(self, *, input_spec: Any, preprocessors: Any) -> None:
+        super().__init__()
+        leaves, self._treespec = optree.tree_flatten(
+            preprocessors, none_is_leaf=True, namespace="alf"
+        )
+        try:
+            part_specs = self._treespec.flatten_up_to(input_spec)
+        except (ValueError, TypeError) as err:
+            raise ValueError(
+                "input_preprocessors must be a nest shaped like the observation "
+                f"{input_spec}, with a module, a constructor or None for each part; got "
+                f"{preprocessors} ({err})"
+            ) from None
+        self.encoders = nn.ModuleList()
+        self._is_identity: list[bool] = []
+        size = 0
+        for leaf, spec in zip(leaves, part_specs, strict=True):
+            if leaf is None:
+                module: nn.Module = nn.Identity()
+                size += flat_input_size(spec)
+            else:
+                module = leaf if isinstance(leaf, nn.Module) else leaf(input_spec=spec)
+                if not isinstance(module, nn.Module):
+                    raise TypeError(
+                        f"The preprocessor {leaf!r} built {type(module).__name__}, not an nn.Module"
+                    )
+                size += _output_size(module, spec)
+            self.encoders.append(module)
+            self._is_identity.append(leaf is None)
+        self.output_size = size
 
-
-_ACTIVATIONS = {
-    "tanh": Tanh,
-    "relu": nn.ReLU,
-    "elu": nn.ELU,
-    "gelu": nn.GELU,
-    "silu": nn.SiLU,
-    "leaky_relu": nn.LeakyReLU,
-}
-
-
-def make_activation(name: str) -> nn.Module:
-    """An activation module by name (``tanh``, ``relu``, ``elu``, ``gelu``, ``silu``...)."""
-    try:
-        return _ACTIVATIONS[name]()
-    except KeyError:
-        raise ValueError(
-            f"Unknown activation '{name}'; choose one of {sorted(_ACTIVATIONS)}"
-        ) from None
-
-
-def flat_input_size(input_spec: Any) -> int:
-    """Total number of scalars in one element of the (nested) ``input_spec``."""
-    return sum(spec.numel for spec in nest.flatten(input_spec))
-
-
-def orthogonal_init(layer: nn.Linear, gain: float) -> nn.Linear:
-    """Orthogonal weights with ``gain`` and zero bias (the usual choice for PPO/A2C)."""
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
+    def forward(self, inputs: Any) -> torch.Tensor:
+        """``[B, ...]`` input nest -> ``[B, output_size]``."""
+        parts = self._treespec.flatten_up_to(inputs)
+        outputs: list[torch.Tensor] = []
+        for module, identity, part in zip(self.encoders, self._is_identity, parts, strict=True):
+            if identity:
+                outputs.extend(_flatten_leaves(part))
+            else:
+                y = module(part)
+                outputs.append(y.reshape(y.shape[0], -1))
+        outputs = [y if y.dtype.is_floating_point else y.float() for y in outputs]
+        return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=-1)
 
 
 @configurable
 class EncodingNetwork(nn.Module):
-    """Flattens and concatenates every observation leaf, then applies an MLP.
+    """Encodes a (nested) observation into ``[B, output_size]`` features.
+
+    The layers, in order:
+
+    1. the input encoding: by default every observation leaf is flattened and the leaves
+       concatenated; with ``conv_layer_params``, a :class:`~alf.networks.ConvEncoder` on
+       a single ``[C, H, W]`` image observation; with ``input_preprocessors``, a
+       :class:`ConcatEncoder` (one preprocessor per part of a nested observation, e.g. a
+       ``ConvEncoder`` for an image and ``None`` for a vector). Integer inputs are cast to
+       float32, not scaled;
+    2. fully connected layers of ``fc_layer_params``;
+    3. with ``lstm_hidden_size``, one LSTM layer per size;
+    4. with ``last_layer_size``, a final linear layer (no activation).
+
+    A network without LSTM layers is stateless: ``net(observation)`` encodes a batch. With
+    LSTM layers it is recurrent: :attr:`state_spec` is ``((h, c), ...)`` (one
+    ``[hidden]`` float32 pair per layer) and it is stepped with :meth:`step`. ``step``
+    works for stateless networks too (the state is ``()`` and is returned unchanged).
+
+    Actor, value, critic and Q networks build their encoder from this class without
+    passing ``conv_layer_params``, ``input_preprocessors`` or ``lstm_hidden_size`` unless
+    given them, so gin bindings such as ``EncodingNetwork.conv_layer_params =
+    %NATURE_CONV_LAYERS`` reach all of them (scope them, e.g.
+    ``actor/EncodingNetwork.lstm_hidden_size``, with ``@actor/ActorDistributionNetwork``).
 
     Args:
         input_spec: nest of :class:`TensorSpec` of one observation.
-        fc_layer_params: sizes of the hidden layers.
-        activation: name of the hidden activation.
+        input_preprocessors: nest of preprocessors (see :class:`ConcatEncoder`).
+        conv_layer_params: ``(out_channels, kernel_size, stride[, padding])`` per conv
+            layer, applied to a single image observation; e.g.
+            :data:`~alf.networks.NATURE_CONV_LAYERS`. Not together with
+            ``input_preprocessors``.
+        fc_layer_params: sizes of the hidden fully connected layers.
+        activation: name of the activation of every hidden layer (conv and fc).
+        lstm_hidden_size: None (no LSTM), or the hidden size of one LSTM layer, or a
+            sequence of hidden sizes of stacked LSTM layers.
         last_layer_size: if given, a final linear layer of this size (no activation).
         last_layer_gain: orthogonal-init gain of that final layer.
     """
@@ -95,27 +155,73 @@ class EncodingNetwork(nn.Module):
         self,
         *,
         input_spec: Any,
+        input_preprocessors: Any = None,
+        conv_layer_params: ConvLayerParams | None = None,
         fc_layer_params: Sequence[int] = (64, 64),
         activation: str = "tanh",
+        lstm_hidden_size: int | Sequence[int] | None = None,
         last_layer_size: int | None = None,
         last_layer_gain: float = 1.0,
     ) -> None:
         super().__init__()
         self._input_spec = input_spec
         self._single_input = len(nest.flatten(input_spec)) == 1
+        if input_preprocessors is not None and conv_layer_params:
+            raise ValueError(
+                "Give EncodingNetwork either conv_layer_params (for a single image "
+                "observation) or input_preprocessors (e.g. a ConvEncoder for the image "
+                "part of a nested observation), not both"
+            )
+        self.input_encoder: nn.Module | None = None
+        if input_preprocessors is not None:
+            self.input_encoder = ConcatEncoder(
+                input_spec=input_spec, preprocessors=input_preprocessors
+            )
+            size = self.input_encoder.output_size
+        elif conv_layer_params:
+            self.input_encoder = ConvEncoder(
+                input_spec=input_spec,
+                conv_layer_params=conv_layer_params,
+                fc_layer_params=(),
+                activation=activation,
+            )
+            size = self.input_encoder.output_size
+        else:
+            size = flat_input_size(input_spec)
+        make_activation(activation)  # a clear error for an unknown name
         layers: list[nn.Module] = []
-        size = flat_input_size(input_spec)
         for width in fc_layer_params:
             layers += [orthogonal_init(nn.Linear(size, width), 2**0.5), make_activation(activation)]
             size = width
-        if last_layer_size is not None:
+        self.lstm: LSTMStack | None = None
+        self.post: nn.Module | None = None
+        if lstm_hidden_size is not None:
+            sizes = (lstm_hidden_size,) if isinstance(lstm_hidden_size, int) else lstm_hidden_size
+            self.lstm = LSTMStack(input_size=size, hidden_sizes=tuple(sizes))
+            size = self.lstm.output_size
+            if last_layer_size is not None:
+                self.post = orthogonal_init(nn.Linear(size, last_layer_size), last_layer_gain)
+                size = last_layer_size
+        elif last_layer_size is not None:
             layers.append(orthogonal_init(nn.Linear(size, last_layer_size), last_layer_gain))
             size = last_layer_size
         self.mlp = nn.Sequential(*layers)
         self.output_size = size
 
-    def forward(self, observation: Any) -> torch.Tensor:
-        """Encodes a ``[B, ...]`` observation nest into ``[B, output_size]``."""
+    @property
+    def state_spec(self) -> Any:
+        """Nest of specs of the recurrent state: ``((h, c), ...)`` per LSTM layer, or
+        ``()`` when stateless."""
+        return () if self.lstm is None else self.lstm.state_spec
+
+    @property
+    def flattens_only(self) -> bool:
+        """Whether the network only flattens and concatenates its input (no layers)."""
+        return self.input_encoder is None and len(self.mlp) == 0 and self.lstm is None
+
+    def _encode_input(self, observation: Any) -> torch.Tensor:
+        if self.input_encoder is not None:
+            return self.input_encoder(observation)
         if self._single_input:
             x = (
                 observation
@@ -124,13 +230,52 @@ class EncodingNetwork(nn.Module):
             )
             x = x.reshape(x.shape[0], -1)
         else:
-            leaves = nest.flatten(observation)
-            x = torch.cat([leaf.reshape(leaf.shape[0], -1) for leaf in leaves], dim=-1)
-        if not x.dtype.is_floating_point:
-            x = x.float()
+            x = torch.cat(_flatten_leaves(observation), dim=-1)
+        return x if x.dtype.is_floating_point else x.float()
+
+    def forward(self, observation: Any) -> torch.Tensor:
+        """Encodes a ``[B, ...]`` observation nest into ``[B, output_size]`` (stateless
+        networks; a recurrent one is stepped with :meth:`step`)."""
+        if self.lstm is not None:
+            raise TypeError("This EncodingNetwork has LSTM layers: call step(observation, state)")
+        if self.input_encoder is None:
+            # Inlined _encode_input: this is the per-step path of MLP policies.
+            if self._single_input:
+                x = (
+                    observation
+                    if isinstance(observation, torch.Tensor)
+                    else nest.flatten(observation)[0]
+                )
+                x = x.reshape(x.shape[0], -1)
+            else:
+                x = torch.cat(_flatten_leaves(observation), dim=-1)
+            if not x.dtype.is_floating_point:
+                x = x.float()
+        else:
+            x = self.input_encoder(observation)
         if torch.is_grad_enabled():
             return self.mlp(x)
         return mlp_inference(self.mlp, x)
+
+    def step(self, observation: Any, state: Any) -> tuple[torch.Tensor, Any]:
+        """One time step: a ``[B, ...]`` observation and the state (a nest of ``[B, ...]``
+        tensors of :attr:`state_spec`) -> ``[B, output_size]`` and the new state.
+
+        The caller resets the state to zeros where an episode starts."""
+        if self.lstm is None:
+            return self(observation), state
+        x = self._encode_input(observation)
+        x = self.mlp(x) if torch.is_grad_enabled() else mlp_inference(self.mlp, x)
+        x, state = self.lstm(x, state)
+        if self.post is not None:
+            x = self.post(x)
+        return x, state
+
+
+def encoder_options(**options: Any) -> dict[str, Any]:
+    """The ``options`` that are not None, to pass to :class:`EncodingNetwork`: leaving the
+    others out lets gin bindings of ``EncodingNetwork`` supply them."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def mlp_inference(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:

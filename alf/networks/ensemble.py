@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn as nn
 
-from alf.networks.encoding_network import make_activation
+from alf.networks.layers import make_activation
 
 __all__ = ["EnsembleMLP"]
 

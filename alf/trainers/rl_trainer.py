@@ -161,6 +161,7 @@ class RLTrainer:
         if config.evaluate:
             self.eval_env = create_environment(
                 num_parallel_environments=config.num_eval_environments,
+                for_evaluation=True,
                 seed=config.random_seed + EVAL_SEED_OFFSET,
             )
             self.evaluator = Evaluator(

@@ -1,0 +1,292 @@
+"""Loading one Gymnasium environment with the preset and wrappers a config chooses.
+
+:func:`load` makes one ``gymnasium.Env``; :func:`~alf.environments.create_environment`
+calls it for each environment of its ``"sync"`` and ``"subprocess"`` backends, passing
+the id, ``training``, ``render_mode``, ``max_episode_steps`` and ``env_kwargs``. The rest
+is configured on ``load`` itself::
+
+    suite_gym.load.preset = "atari"                  # Atari preprocessing (AtariPreset)
+    suite_gym.load.wrappers = [@ObservationSubset]   # applied in order, after the preset
+    suite_gym.load.legacy_api = True                 # an environment of the old gym API
+
+Ids whose namespace needs a package are registered on first use: ``ALE/...`` and the
+classic Atari ids (``PongNoFrameskip-v4``, ...) import ``ale_py`` (the ``[atari]``
+extra), ``dm_control/...`` imports ``shimmy`` (the ``[dmc]`` extra); ``module:Name-v0``
+imports ``module``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import difflib
+import importlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from alf.config import configurable
+
+__all__ = [
+    "LoadOptions",
+    "MissingExtraError",
+    "UnknownEnvironmentError",
+    "configured_options",
+    "load",
+    "resolve_env_id",
+]
+
+
+class UnknownEnvironmentError(ValueError):
+    """An environment id that is not registered with Gymnasium."""
+
+
+class MissingExtraError(UnknownEnvironmentError):
+    """An environment id whose namespace needs a package that is not installed; the
+    message names the ALF extra that installs it."""
+
+
+_CLASSIC_ATARI_ID = re.compile(r"^[A-Z][A-Za-z0-9]*(?:NoFrameskip|Deterministic)?-v[04]$")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Namespace:
+    module: str
+    extra: str
+    what: str
+
+
+_ATARI = _Namespace("ale_py", "atari", "an Atari game (ALE)")
+_DMC = _Namespace("shimmy", "dmc", "a DeepMind Control task (through shimmy)")
+
+
+def _namespace_of(env_id: str) -> _Namespace | None:
+    if env_id.startswith("ALE/") or _CLASSIC_ATARI_ID.match(env_id):
+        return _ATARI
+    if env_id.startswith("dm_control/"):
+        return _DMC
+    return None
+
+
+def _register_namespace(env_id: str, namespace: _Namespace) -> bool:
+    """Imports the package that registers ``env_id``'s namespace with Gymnasium.
+
+    Returns:
+        False if the package is missing for an id that need not be in the namespace.
+    """
+    try:
+        module = importlib.import_module(namespace.module)
+    except ImportError as err:
+        if namespace is _ATARI and not env_id.startswith("ALE/"):
+            return False  # maybe a typo of a non-Atari id: the close matches will tell
+        raise MissingExtraError(
+            f"Environment id '{env_id}' is {namespace.what} and needs "
+            f"'{namespace.module}' ({err}): pip install 'alf[{namespace.extra}]'"
+        ) from err
+    gym.register_envs(module)
+    if namespace is _DMC and env_id not in gym.registry:
+        try:
+            importlib.import_module("dm_control")
+        except ImportError as err:
+            raise MissingExtraError(
+                f"Environment id '{env_id}' needs 'dm_control' ({err}): "
+                f"pip install 'alf[{namespace.extra}]'"
+            ) from err
+    return True
+
+
+def resolve_env_id(env_name: str) -> str:
+    """Registers the namespace of ``env_name`` if needed and checks the id is registered.
+
+    Args:
+        env_name: a registered Gymnasium id; ``module:EnvName-v0`` where importing
+            ``module`` registers ``EnvName-v0``; or an id of a namespace registered by an
+            extra (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ``dm_control/cheetah-run-v0``).
+
+    Returns:
+        The plain id (without the module part).
+
+    Raises:
+        MissingExtraError: the id's namespace needs a package that is not installed.
+        UnknownEnvironmentError: the module cannot be imported or the id is not
+            registered; the message lists close matches.
+    """
+    env_id = env_name
+    if ":" in env_name:
+        module, env_id = env_name.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise UnknownEnvironmentError(
+                f"Cannot import module '{module}' of environment id '{env_name}': {err}"
+            ) from err
+    namespace = _namespace_of(env_id)
+    registered = True
+    if env_id not in gym.registry and namespace is not None:
+        registered = _register_namespace(env_id, namespace)
+    if env_id not in gym.registry:
+        matches = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=5, cutoff=0.6)
+        hint = f" Close matches: {', '.join(matches)}." if matches else ""
+        if not registered:
+            hint += " If it is an Atari game: pip install 'alf[atari]'."
+        raise UnknownEnvironmentError(
+            f"Environment id '{env_id}' is not registered with Gymnasium.{hint}"
+        )
+    return env_id
+
+
+_PRESETS = ("atari",)
+
+
+def _preset_object(preset: Any) -> Any:
+    """The preset object of ``preset``: None, ``"atari"`` (an :class:`AtariPreset` built
+    with its bound options) or a preset object (e.g. ``@AtariPreset()``) as is."""
+    if preset is None or not isinstance(preset, str):
+        return preset
+    if preset == "atari":
+        from alf.environments.atari import AtariPreset
+
+        return AtariPreset()
+    raise ValueError(f"suite_gym.load.preset must be None or one of {_PRESETS}, got '{preset}'")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadOptions:
+    """The options of :func:`load` a config binds (see :func:`configured_options`).
+
+    Attributes:
+        wrappers: the wrappers applied after the preset, in order.
+        preset: the preset object (e.g. an :class:`~alf.environments.atari.AtariPreset`),
+            or None.
+        legacy_api: whether the environment uses the old ``gym`` API.
+    """
+
+    wrappers: tuple[Callable[[gym.Env], gym.Env], ...]
+    preset: Any
+    legacy_api: bool
+
+    @property
+    def customized(self) -> bool:
+        """Whether anything beyond a plain ``gymnasium.make`` is configured."""
+        return bool(self.wrappers) or self.preset is not None or self.legacy_api
+
+
+_OPTIONS_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "alf_suite_gym_options_only", default=False
+)
+
+
+@configurable
+def load(
+    env_name: str,
+    *,
+    training: bool = True,
+    render_mode: str | None = None,
+    max_episode_steps: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
+    preset: Any = None,
+    legacy_api: bool = False,
+) -> gym.Env:
+    """Makes one Gymnasium environment with the configured preset and wrappers.
+
+    Args:
+        env_name: a registered Gymnasium id, ``module:EnvName-v0``, or an id of a
+            namespace registered by an extra (see :func:`resolve_env_id`).
+        training: False for an environment that evaluates or plays (presets then report
+            whole-game scores: no episodic life, no reward clipping).
+        render_mode: e.g. ``"rgb_array"``.
+        max_episode_steps: overrides the registered time limit (for the Atari preset:
+            agent steps).
+        env_kwargs: keyword arguments of the environment's constructor.
+        wrappers: callables ``wrapper(env) -> env`` applied in order after the preset,
+            e.g. ``[@ObservationSubset]`` (gin-configured classes of
+            :mod:`alf.environments.wrappers`) or Gymnasium wrappers.
+        preset: None, ``"atari"`` (:class:`~alf.environments.atari.AtariPreset`, its
+            options bound on ``AtariPreset``) or a preset object such as
+            ``@AtariPreset()``.
+        legacy_api: the environment is written for the old ``gym`` API; it is built
+            from its registered entry point and adapted
+            (:func:`~alf.environments.legacy_gym.make_legacy`).
+
+    Returns:
+        The environment.
+
+    Raises:
+        MissingExtraError: the id needs an extra that is not installed.
+        UnknownEnvironmentError: the id is not registered.
+        ValueError: an unknown preset, or a preset together with ``legacy_api``.
+    """
+    preset = _preset_object(preset)
+    if preset is not None and legacy_api:
+        raise ValueError("suite_gym.load: a preset cannot be combined with legacy_api=True")
+    if _OPTIONS_ONLY.get():
+        # Private: configured_options() asks for the bound options (see there).
+        return LoadOptions(wrappers=tuple(wrappers), preset=preset, legacy_api=legacy_api)
+    env_id = resolve_env_id(env_name)
+    if preset is not None:
+        env = preset.make(
+            env_id,
+            training=training,
+            render_mode=render_mode,
+            max_episode_steps=max_episode_steps,
+            env_kwargs=env_kwargs,
+        )
+    elif legacy_api:
+        from alf.environments.legacy_gym import make_legacy
+
+        env = make_legacy(
+            env_id,
+            render_mode=render_mode,
+            max_episode_steps=max_episode_steps,
+            env_kwargs=env_kwargs,
+        )
+    else:
+        kwargs = dict(env_kwargs or {})
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        if max_episode_steps is not None:
+            kwargs["max_episode_steps"] = max_episode_steps
+        env = gym.make(env_id, **kwargs)
+    for wrapper in wrappers:
+        env = wrapper(env)
+    return env
+
+
+def configured_options(
+    env_name: str,
+    *,
+    training: bool = True,
+    render_mode: str | None = None,
+    max_episode_steps: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+) -> LoadOptions:
+    """The options the current config binds on :func:`load`, without building anything.
+
+    It calls ``load`` (in a mode that returns its options) with the arguments
+    ``create_environment`` passes, so gin records the bindings of the others as used:
+    the operative config a run saves keeps them even when no environment is loaded in
+    this process (EnvPool, subprocess workers).
+
+    Args:
+        env_name: the environment id (passed to ``load``, not resolved).
+        training, render_mode, max_episode_steps, env_kwargs: as for ``load``.
+
+    Returns:
+        The configured wrappers, preset object and ``legacy_api`` flag.
+    """
+    token = _OPTIONS_ONLY.set(True)
+    try:
+        options = load(
+            env_name,
+            training=training,
+            render_mode=render_mode,
+            max_episode_steps=max_episode_steps,
+            env_kwargs=env_kwargs,
+        )
+    finally:
+        _OPTIONS_ONLY.reset(token)
+    assert isinstance(options, LoadOptions)
+    return options
