@@ -166,7 +166,7 @@ class DataTransformerChain(DataTransformer):
             out = transformer.transform_experience(exp)
             if update is not None and update == transformer.update_mode:
                 # Statistics come from the batch's own steps, not its history rows.
-                transformer.update_statistics(nest.map_structure(lambda x: x[history:], exp))
+                transformer.update_statistics(nest.map_structure(lambda x, h=history: x[h:], exp))
             history -= transformer.history_length
             exp = out
         return exp._replace(batch_info=batch_info)

@@ -230,7 +230,9 @@ def test_frame_stacker_tiles_vector_bounds():
 
 def test_the_transformed_spec_must_be_the_algorithms():
     env = create_environment("CartPole-v1", 1)
-    algorithm = ObservationEcho(observation_spec=env.observation_spec(), action_spec=env.action_spec())
+    algorithm = ObservationEcho(
+        observation_spec=env.observation_spec(), action_spec=env.action_spec()
+    )
     chain = build_data_transformer([FrameStacker], env.observation_spec())
     with pytest.raises(ValueError, match="produce observations of spec"):
         algorithm.set_data_transformer(chain)

@@ -14,7 +14,12 @@ from helpers_cli import CONF, play_cmd, played_average_return, run_cli, train_cm
 EXAMPLES = sorted(CONF.parent.glob("*.gin"))
 
 # Configs that need an optional extra, by the module it installs.
-NEEDS = {"half_cheetah": ("mujoco", "mujoco"), "envpool": ("envpool", "envpool")}
+NEEDS = {
+    "half_cheetah": ("mujoco", "mujoco"),
+    "envpool": ("envpool", "envpool"),
+    'preset = "atari"': ("ale_py", "atari"),
+    "dm_control/": ("shimmy", "dmc"),
+}
 
 TINY = (
     "TrainerConfig.num_iterations=3",
@@ -37,7 +42,7 @@ def _missing_extra(conf: Path) -> str | None:
 
 
 def test_every_example_is_covered():
-    assert len(EXAMPLES) >= 10, [p.name for p in EXAMPLES]
+    assert len(EXAMPLES) >= 17, [p.name for p in EXAMPLES]
 
 
 @pytest.mark.parametrize("conf", EXAMPLES, ids=[p.stem for p in EXAMPLES])
