@@ -42,7 +42,7 @@ def _missing_extra(conf: Path) -> str | None:
 
 
 def test_every_example_is_covered():
-    assert len(EXAMPLES) >= 17, [p.name for p in EXAMPLES]
+    assert len(EXAMPLES) >= 16, [p.name for p in EXAMPLES]
 
 
 @pytest.mark.parametrize("conf", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -238,21 +238,7 @@ class EncodingNetwork(nn.Module):
         networks; a recurrent one is stepped with :meth:`step`)."""
         if self.lstm is not None:
             raise TypeError("This EncodingNetwork has LSTM layers: call step(observation, state)")
-        if self.input_encoder is None:
-            # Inlined _encode_input: this is the per-step path of MLP policies.
-            if self._single_input:
-                x = (
-                    observation
-                    if isinstance(observation, torch.Tensor)
-                    else nest.flatten(observation)[0]
-                )
-                x = x.reshape(x.shape[0], -1)
-            else:
-                x = torch.cat(_flatten_leaves(observation), dim=-1)
-            if not x.dtype.is_floating_point:
-                x = x.float()
-        else:
-            x = self.input_encoder(observation)
+        x = self._encode_input(observation)
         if torch.is_grad_enabled():
             return self.mlp(x)
         return mlp_inference(self.mlp, x)
