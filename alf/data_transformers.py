@@ -97,19 +97,11 @@ class DataTransformer(nn.Module):
         """Transforms a ``[B]`` time step for the policy; never updates statistics."""
         return self._transform(time_step), state
 
-    def transform_experience(self, exp: Experience, *, update: str | None = None) -> Experience:
-        """Transforms a time-major ``[history_length + T, B]`` batch into ``[T, B]``.
-
-        Args:
-            exp: the batch, its first :attr:`history_length` rows only as history.
-            update: ``"rollout"`` or ``"replay"``: the batch's origin; transformers whose
-                :attr:`update_mode` matches update their statistics from it *after*
-                transforming it.
-        """
-        out = self._transform(exp)
-        if update is not None and update == self.update_mode:
-            self.update_statistics(exp)
-        return out
+    def transform_experience(self, exp: Experience) -> Experience:
+        """Transforms a time-major ``[history_length + T, B]`` batch (its first
+        :attr:`history_length` rows only as history) into ``[T, B]``; never updates
+        statistics (:class:`DataTransformerChain` does, after transforming)."""
+        return self._transform(exp)
 
     def update_statistics(self, exp: Experience) -> None:  # noqa: B027 - optional hook
         """Updates statistics from a batch of its inputs (none by default)."""
@@ -159,6 +151,14 @@ class DataTransformerChain(DataTransformer):
         return time_step, tuple(new_state)
 
     def transform_experience(self, exp: Experience, *, update: str | None = None) -> Experience:
+        """Transforms a ``[history_length + T, B]`` batch into ``[T, B]``.
+
+        Args:
+            exp: the batch, its first :attr:`history_length` rows only as history.
+            update: ``"rollout"`` or ``"replay"``: the batch's origin; transformers whose
+                :attr:`update_mode` matches update their statistics from its own rows
+                (not the history rows) *after* transforming it.
+        """
         batch_info = exp.batch_info
         exp = exp._replace(batch_info=())
         history = self.history_length  # history rows still in ``exp``
@@ -470,7 +470,7 @@ class FrameStacker(DataTransformer):
         new_state = nest.pack_sequence_as(state, [r[1] for r in results])
         return time_step._replace(observation=observation), new_state
 
-    def transform_experience(self, exp: Experience, *, update: str | None = None) -> Experience:
+    def transform_experience(self, exp: Experience) -> Experience:
         h = self.history_length
         if h == 0:
             return exp

@@ -53,6 +53,7 @@ class SyncUnroller:
         self.unroll_length = unroll_length
         self.episodes = EpisodeTracker(batch_size=env.batch_size)
         self._transformer = algorithm.data_transformer
+        self._transforms = not self._transformer.is_identity
         self._history = self._transformer.history_length
         self._transform_state: Any = None
         self._tail: list[Experience] | None = None  # the last h + 1 rows
@@ -76,7 +77,7 @@ class SyncUnroller:
     def _respond(self, time_step: TimeStep, state: Any) -> Experience:
         state = reset_state_on_first(state, time_step.step_type)
         policy_input = time_step
-        if not self._transformer.is_identity:
+        if self._transforms:
             policy_input, self._transform_state = self._transformer.transform_timestep(
                 time_step, self._transform_state
             )
