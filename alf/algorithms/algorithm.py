@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
 
 import gin
 import torch
@@ -12,7 +13,13 @@ import torch.nn as nn
 from alf.data_structures import LossInfo
 from alf.utils.schedules import Schedule, as_schedule
 
-__all__ = ["Algorithm", "OptimizerCtor", "default_optimizer"]
+if TYPE_CHECKING:
+    from alf.utils.distributed import DataParallelLoss
+
+__all__ = ["MIXED_PRECISION_DTYPES", "Algorithm", "OptimizerCtor", "default_optimizer"]
+
+MIXED_PRECISION_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+"""Values of ``TrainerConfig.mixed_precision`` and the autocast dtype each one means."""
 
 OptimizerCtor = Callable[..., torch.optim.Optimizer]
 
@@ -40,6 +47,11 @@ class Algorithm(nn.Module):
     trainer through :meth:`set_progress`. A non-finite loss or gradient skips the update
     and is counted in :attr:`num_skipped_updates`.
 
+    Every update computes its loss through :meth:`compute_loss`, which the trainer
+    configures (:meth:`configure_training`) for mixed precision and for data-parallel
+    training, where it runs inside DDP's forward so that the gradients are averaged over
+    the ranks.
+
     Args:
         optimizer_ctor: called as ``optimizer_ctor(params, lr=...)``; by default
             :func:`default_optimizer` (fused Adam, ``eps=1e-5``).
@@ -62,6 +74,65 @@ class Algorithm(nn.Module):
         self._optimizer: torch.optim.Optimizer | None = None
         self._optimized: list[torch.Tensor] = []  # the optimizer's parameters, flattened
         self.num_skipped_updates = 0
+        self._data_parallel: DataParallelLoss | None = None
+        self._autocast_dtype: torch.dtype | None = None
+        self._grad_scaler: torch.amp.GradScaler | None = None
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the parameters (CPU for an algorithm without any)."""
+        for tensor in self.parameters():
+            return tensor.device
+        return torch.device("cpu")
+
+    def configure_training(
+        self,
+        *,
+        data_parallel: DataParallelLoss | None = None,
+        mixed_precision: str | None = None,
+    ) -> None:
+        """Sets how :meth:`compute_loss` and :meth:`update_with_gradient` run.
+
+        Args:
+            data_parallel: averages gradients over the ranks of a distributed run (built
+                over :attr:`optimized_parameters`); None: this process alone.
+            mixed_precision: ``"bfloat16"`` or ``"float16"`` to compute losses under
+                ``torch.autocast`` (float16 also scales the loss against underflow with a
+                ``GradScaler``); None: float32.
+        """
+        if mixed_precision is not None and mixed_precision not in MIXED_PRECISION_DTYPES:
+            raise ValueError(
+                f"mixed_precision must be one of {sorted(MIXED_PRECISION_DTYPES)} or None, "
+                f"got '{mixed_precision}'"
+            )
+        self._data_parallel = data_parallel
+        self._autocast_dtype = MIXED_PRECISION_DTYPES.get(mixed_precision)
+        self._grad_scaler = None
+        if mixed_precision == "float16":
+            self._grad_scaler = torch.amp.GradScaler(self.device.type, init_scale=2.0**10)
+
+    @property
+    def optimized_parameters(self) -> list[torch.Tensor]:
+        """The parameters the optimizer updates (creating the optimizer if needed)."""
+        self.optimizer  # noqa: B018 - fills self._optimized
+        return list(self._optimized)
+
+    def compute_loss(self, loss_fn: Callable[..., LossInfo], *args: Any) -> LossInfo:
+        """``loss_fn(*args)`` for the next :meth:`update_with_gradient`: under autocast
+        with mixed precision, and inside DDP's forward in a data-parallel run.
+
+        Custom update paths must compute their loss through here, or a distributed run
+        stops with an error (the ranks' gradients would not be averaged).
+        """
+        autocast = (
+            torch.autocast(self.device.type, dtype=self._autocast_dtype)
+            if self._autocast_dtype is not None
+            else nullcontext()
+        )
+        with autocast:
+            if self._data_parallel is not None:
+                return self._data_parallel(loss_fn, *args)
+            return loss_fn(*args)
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -97,25 +168,47 @@ class Algorithm(nn.Module):
         """
         optimizer = self.optimizer
         loss = loss_info.loss
-        if not torch.isfinite(loss):
-            self.num_skipped_updates += 1
-            return {"skipped": 1.0}
+        scaler = self._grad_scaler
+        # In a data-parallel run every rank must take part in the backward pass (its
+        # all-reduce), so a non-finite loss is only dropped after it.
+        if self._data_parallel is None and not torch.isfinite(loss):
+            return self._skip_update(unscaled=False)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaled = scaler.scale(loss) if scaler is not None else loss
+        all_finite = True
+        if self._data_parallel is not None:
+            all_finite = self._data_parallel.backward(scaled)
+        else:
+            scaled.backward()
+        if scaler is not None:
+            scaler.unscale_(optimizer)
         grads = [p.grad for p in self._optimized if p.grad is not None]
         # One norm over the concatenated gradient: much cheaper than per-tensor norms
         # for the many small tensors of RL networks.
         if not grads:
             raise RuntimeError("The loss does not depend on any optimized parameter")
-        grad_norm = torch.cat([g.reshape(-1) for g in grads]).norm()
-        if not torch.isfinite(grad_norm):
-            optimizer.zero_grad(set_to_none=True)
-            self.num_skipped_updates += 1
-            return {"skipped": 1.0}
+        grad_norm = torch.cat([g.reshape(-1).float() for g in grads]).norm()
+        if not all_finite or not torch.isfinite(grad_norm):
+            # float16: an overflow of the scaled gradient; the scaler lowers its scale.
+            return self._skip_update(unscaled=scaler is not None)
         if self._max_grad_norm is not None and grad_norm > self._max_grad_norm:
             torch._foreach_mul_(grads, self._max_grad_norm / (float(grad_norm) + 1e-6))
-        optimizer.step()
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
         return {"grad_norm": grad_norm.detach()}
+
+    def _skip_update(self, *, unscaled: bool) -> dict[str, Any]:
+        self.optimizer.zero_grad(set_to_none=True)
+        if unscaled:
+            # Without gradients the step changes nothing; it and update() let the scaler
+            # lower its scale after an overflow.
+            self._grad_scaler.step(self.optimizer)
+            self._grad_scaler.update()
+        self.num_skipped_updates += 1
+        return {"skipped": 1.0}
 
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything needed to resume: parameters, buffers and optimizer state."""

@@ -14,6 +14,7 @@ from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import BatchInfo, Experience, StepType
 from alf.replay_buffers import ReplayBuffer
+from alf.utils.device import to_device
 from alf.utils.value_ops import n_step_return
 
 __all__ = [
@@ -118,7 +119,8 @@ class OffPolicyAlgorithm(RLAlgorithm):
         transformer = self.data_transformer
         if transformer.has_update_mode("rollout"):
             # Statistics from the new steps; the transformed batch itself is not needed.
-            transformer.transform_experience(transformer.pad_history(exp), update="rollout")
+            padded = to_device(transformer.pad_history(exp), self.device)
+            transformer.transform_experience(padded, update="rollout")
 
     def _sample_offline(self, n: int) -> Experience:
         sizes = torch.tensor([float(b.total_size) for b in self._offline_buffers])
@@ -136,9 +138,9 @@ class OffPolicyAlgorithm(RLAlgorithm):
         return parts[0] if len(parts) == 1 else _cat(parts, dim=1)
 
     def sample_batch(self) -> tuple[Experience, int]:
-        """A ``[mini_batch_length, mini_batch_size]`` batch with ``batch_info``, passed
-        through the data transformers, and the number of its leading sequences that came
-        from the online buffer."""
+        """A ``[mini_batch_length, mini_batch_size]`` batch with ``batch_info``, on
+        :attr:`device` and passed through the data transformers, and the number of its
+        leading sequences that came from the online buffer."""
         size = self.mini_batch_size
         num_offline = round(self.offline_fraction * size) if self._offline_buffers else 0
         num_online = size - num_offline
@@ -158,6 +160,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
             )
         batch = parts[0] if len(parts) == 1 else _cat(parts, dim=1)
         info = infos[0] if len(infos) == 1 else _cat(infos, dim=0)
+        batch, info = to_device((batch, info), self.device)
         batch = self.data_transformer.transform_experience(batch, update="replay")
         return batch._replace(batch_info=info), num_online
 
@@ -189,9 +192,9 @@ class OffPolicyAlgorithm(RLAlgorithm):
             if prioritized and num_online and isinstance(loss_info.priority, torch.Tensor):
                 info = exp.batch_info
                 self.replay_buffer.update_priority(
-                    info.env_ids[:num_online],
-                    info.positions[:num_online],
-                    loss_info.priority[:num_online].detach(),
+                    info.env_ids[:num_online].cpu(),
+                    info.positions[:num_online].cpu(),
+                    loss_info.priority[:num_online].detach().cpu(),
                 )
             stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **update})
         self.after_train_iter()

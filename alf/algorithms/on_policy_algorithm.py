@@ -10,6 +10,7 @@ import torch
 from alf import nest
 from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
 from alf.data_structures import Experience, LossInfo
+from alf.utils.device import to_device
 from alf.utils.value_ops import valid_mask
 
 __all__ = ["OnPolicyAlgorithm", "summarize_updates"]
@@ -72,6 +73,8 @@ class OnPolicyAlgorithm(RLAlgorithm):
         return bool(nest.flatten(self.train_state_spec))
 
     def train_from_unroll(self, exp: Experience) -> dict[str, float]:
+        """Trains on a ``[h + T + 1, B]`` trajectory (copied to :attr:`device`)."""
+        exp = to_device(exp, self.device)
         exp = self.data_transformer.transform_experience(exp, update="rollout")
         valid = valid_mask(exp.step_type)
         with torch.no_grad():
@@ -151,6 +154,13 @@ class OnPolicyAlgorithm(RLAlgorithm):
     ) -> tuple[LossInfo, dict[str, Any]]:
         """One gradient update on ``[L, b]`` sequences: ``train_step`` along them (state
         reset at FIRST steps), then ``calc_loss`` on the steps where ``valid``."""
+        loss_info = self.compute_loss(self._sequence_loss, exp, valid)
+        update = self.update_with_gradient(loss_info)
+        if "skipped" not in update:
+            self.after_update()
+        return loss_info, update
+
+    def _sequence_loss(self, exp: Experience, valid: torch.Tensor) -> LossInfo:
         num_rows = valid.shape[0]
         if self.use_rollout_state:
             state = nest.map_structure(lambda x: x[0], exp.state)
@@ -167,11 +177,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
         info = nest.map_structure(
             lambda *xs: torch.stack(xs).reshape(-1, *xs[0].shape[1:])[flat_valid], *infos
         )
-        loss_info = self.calc_loss(info)
-        update = self.update_with_gradient(loss_info)
-        if "skipped" not in update:
-            self.after_update()
-        return loss_info, update
+        return self.calc_loss(info)
 
 
 def summarize_updates(stats: list[dict[str, Any]], num_skipped: int) -> dict[str, Any]:

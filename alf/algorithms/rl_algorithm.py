@@ -124,20 +124,22 @@ class RLAlgorithm(Algorithm):
         """Called once per training iteration, after all its updates."""
 
     def update_on(self, exp: Experience) -> tuple[LossInfo, dict[str, Any]]:
-        """One gradient update on a (mini-)batch: :meth:`train_step` (stateless),
-        :meth:`calc_loss`, :meth:`update_with_gradient`, then :meth:`after_update` if
-        the update was applied.
+        """One gradient update on a (mini-)batch: :meth:`train_step` (stateless) and
+        :meth:`calc_loss` (through :meth:`compute_loss`), :meth:`update_with_gradient`,
+        then :meth:`after_update` if the update was applied.
 
         Returns:
             The loss and what ``update_with_gradient`` returned (``"skipped"`` in it when
             the loss or gradient was not finite).
         """
-        step = self.train_step(exp, (), exp.rollout_info)
-        loss_info = self.calc_loss(step.info)
+        loss_info = self.compute_loss(self._batch_loss, exp)
         update = self.update_with_gradient(loss_info)
         if "skipped" not in update:
             self.after_update()
         return loss_info, update
+
+    def _batch_loss(self, exp: Experience) -> LossInfo:
+        return self.calc_loss(self.train_step(exp, (), exp.rollout_info).info)
 
     def train_from_unroll(self, exp: Experience) -> dict[str, float]:
         """Trains on a freshly unrolled ``[T+1, B]`` trajectory.

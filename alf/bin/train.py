@@ -7,6 +7,14 @@ Usage::
 
 Running again with the same ``--root_dir`` resumes from the newest checkpoint. SIGINT
 (Ctrl-C) or SIGTERM writes a checkpoint and exits with status 0; a second Ctrl-C aborts.
+
+Data-parallel training on ``N`` processes (GPUs, or CPU processes with gloo)::
+
+    torchrun --nproc_per_node=N -m alf.bin.train --conf=... --root_dir=... [--device=cuda]
+
+(``--nnodes=M --node_rank=K --rdzv_endpoint=HOST:PORT`` across machines; see
+``docs/scaling.md``). Rank 0 writes the run's files; if a rank dies the others exit with
+status 3.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ from absl import app, flags, logging
 flags.DEFINE_string("root_dir", None, "Directory of the run's files (created if missing).")
 flags.DEFINE_string("conf", None, "The .gin config file.")
 flags.DEFINE_multi_string("conf_param", [], "A gin binding 'Name.param=value'; wins over --conf.")
+flags.DEFINE_string(
+    "device", None, "Training device: cpu, cuda or cuda:N (sets TrainerConfig.device)."
+)
 FLAGS = flags.FLAGS
 
 EXIT_USER_ERROR = 2
@@ -30,6 +41,11 @@ EXIT_TRAINING_ERROR = 3
 def _fail(message: str, code: int) -> None:
     print(f"alf.bin.train: error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+def _ranked(message: str, context: object | None) -> str:
+    rank = getattr(context, "rank", None)
+    return message if rank is None or message.startswith("rank ") else f"rank {rank}: {message}"
 
 
 def main(argv: list[str]) -> None:
@@ -43,6 +59,7 @@ def main(argv: list[str]) -> None:
     from alf.trainers import CheckpointError, RLTrainer, TrainerConfig, TrainingDivergedError
     from alf.trainers.run_lock import RunDirLockedError
     from alf.unrollers import ActorError
+    from alf.utils import distributed
 
     if not FLAGS.root_dir:
         _fail("--root_dir is required", EXIT_USER_ERROR)
@@ -68,18 +85,33 @@ def main(argv: list[str]) -> None:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    conf_params = list(FLAGS.conf_param)
+    if FLAGS.device:
+        conf_params.append(f"TrainerConfig.device = {FLAGS.device!r}")
+    context = None
     try:
-        alf_config.load_config(FLAGS.conf, FLAGS.conf_param)
-        trainer = RLTrainer(config=TrainerConfig(), root_dir=root_dir)
+        alf_config.load_config(FLAGS.conf, conf_params)
+        config = TrainerConfig()
+        context = distributed.init_distributed(
+            device=distributed.resolve_device(
+                config.device,
+                local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+                world_size=int(os.environ.get("WORLD_SIZE", "1")),
+            ),
+            timeout_s=config.distributed_timeout_s,
+        )
+        trainer = RLTrainer(config=config, root_dir=root_dir, distributed=context)
     except (
         alf_config.ConfigError,
         UnknownEnvironmentError,
         CheckpointError,
         RunDirLockedError,
     ) as err:
-        _fail(str(err), EXIT_USER_ERROR)
+        _fail(_ranked(str(err), context), EXIT_USER_ERROR)
+    except distributed.DistributedError as err:
+        _fail(str(err), EXIT_TRAINING_ERROR)
     except (ValueError, TypeError, gymnasium.error.Error) as err:
-        _fail(f"invalid configuration: {err}", EXIT_USER_ERROR)
+        _fail(_ranked(f"invalid configuration: {err}", context), EXIT_USER_ERROR)
     except OSError as err:
         _fail(f"cannot use root_dir '{root_dir}': {err}", EXIT_USER_ERROR)
 
@@ -87,10 +119,24 @@ def main(argv: list[str]) -> None:
         trainer.request_stop()
     try:
         result = trainer.train()
-    except (TrainingDivergedError, ActorError, EnvironmentWorkerError) as err:
-        _fail(str(err), EXIT_TRAINING_ERROR)
+    except (
+        TrainingDivergedError,
+        ActorError,
+        EnvironmentWorkerError,
+        distributed.DistributedError,
+    ) as err:
+        _fail(_ranked(str(err), context), EXIT_TRAINING_ERROR)
+    except RuntimeError as err:
+        if context is None or not distributed.is_communication_error(err):
+            raise
+        _fail(
+            f"rank {context.rank}: lost contact with the other ranks ({err}); another rank "
+            "probably died: its output has the cause",
+            EXIT_TRAINING_ERROR,
+        )
     finally:
         trainer.close()
+        distributed.shutdown_distributed()
     summary = f"Finished at iteration {result['iteration']} ({result['env_steps']} env steps)"
     if "eval_average_return" in result:
         summary += f"; evaluation average return {result['eval_average_return']:.2f}"
@@ -101,6 +147,10 @@ def main(argv: list[str]) -> None:
             f"Stopped by signal at iteration {result['iteration']}; checkpoint written"
             if result["iteration"]
             else "Stopped by signal before the first iteration; nothing to checkpoint"
+        )
+    if context is not None:
+        summary = f"rank {context.rank}: {summary}; parameters sha256 " + (
+            distributed.parameter_digest(trainer.algorithm)
         )
     logging.info("%s", summary)
     print(summary, flush=True)

@@ -43,6 +43,8 @@ def create_environment(
     max_episode_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     for_evaluation: bool = False,
+    num_ranks: int = 1,
+    rank: int = 0,
 ) -> AlfEnvironment:
     """Creates a batch of ``num_parallel_environments`` Gymnasium environments.
 
@@ -82,9 +84,15 @@ def create_environment(
         for_evaluation: the environments evaluate or play rather than train (passed to
             ``load`` as ``training=False``: e.g. the Atari preset then neither ends
             episodes at a lost life nor clips rewards, so returns are game scores).
+        num_ranks: set by the trainer of a data-parallel run: ``num_parallel_environments``
+            is then the total over its ranks, and this rank builds
+            ``num_parallel_environments / num_ranks`` of them (which must divide).
+        rank: this rank (``0 <= rank < num_ranks``): it builds the run's environments
+            ``rank * n + i`` (``n`` per rank), seeded ``seed + rank * n + i``.
 
     Returns:
-        An :class:`AlfEnvironment` of batch size ``num_parallel_environments``.
+        An :class:`AlfEnvironment` of batch size ``num_parallel_environments /
+        num_ranks``.
 
     Raises:
         MissingExtraError: the id needs an extra that is not installed.
@@ -97,6 +105,14 @@ def create_environment(
         )
     if num_parallel_environments < 1:
         raise ValueError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
+    if num_parallel_environments % num_ranks:
+        raise ValueError(
+            f"create_environment.num_parallel_environments={num_parallel_environments} is the "
+            f"total over all ranks and must be divisible by the {num_ranks} ranks"
+        )
+    num_parallel_environments //= num_ranks
+    if seed is not None:
+        seed += rank * num_parallel_environments
     training = not for_evaluation
     load_args = dict(
         training=training,

@@ -10,6 +10,7 @@ from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.environments.alf_environment import AlfEnvironment
 from alf.unrollers.episode_tracker import EpisodeTracker
 from alf.unrollers.sync_unroller import reset_state_on_first
+from alf.utils.device import to_device
 
 __all__ = ["EvalResult", "Evaluator"]
 
@@ -43,14 +44,24 @@ class Evaluator:
         env: the evaluation environment (separate from the training one).
         algorithm: supplies ``predict_step``.
         num_episodes: episodes per evaluation.
+        device: the algorithm's device when it is not the CPU (time steps are copied
+            there, actions back).
     """
 
-    def __init__(self, *, env: AlfEnvironment, algorithm: RLAlgorithm, num_episodes: int) -> None:
+    def __init__(
+        self,
+        *,
+        env: AlfEnvironment,
+        algorithm: RLAlgorithm,
+        num_episodes: int,
+        device: torch.device | None = None,
+    ) -> None:
         if num_episodes < 1:
             raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
         self.env = env
         self.algorithm = algorithm
         self.num_episodes = num_episodes
+        self.device = device
 
     @torch.no_grad()
     def evaluate(self, max_steps: int = 10_000_000) -> EvalResult:
@@ -68,6 +79,8 @@ class Evaluator:
             state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
             transformer = self.algorithm.data_transformer
             transform_state = transformer.initial_state(batch)
+            device = self.device or torch.device("cpu")
+            state, transform_state = to_device((state, transform_state), device)
             for _ in range(max_steps):
                 tracker.update(time_step)
                 completed = zip(
@@ -84,15 +97,15 @@ class Evaluator:
                 tracker.pop_completed()
                 if len(returns) >= self.num_episodes:
                     break
-                state = reset_state_on_first(state, time_step.step_type)
-                policy_input = time_step
+                policy_input = to_device(time_step, device)
+                state = reset_state_on_first(state, policy_input.step_type)
                 if not transformer.is_identity:
                     policy_input, transform_state = transformer.transform_timestep(
-                        time_step, transform_state
+                        policy_input, transform_state
                     )
                 step = self.algorithm.predict_step(policy_input, state)
                 state = step.state
-                time_step = self.env.step(step.output)
+                time_step = self.env.step(to_device(step.output, "cpu"))
         finally:
             self.algorithm.train(was_training)
         if not returns:

@@ -22,11 +22,18 @@ from alf.data_transformers import build_data_transformer
 from alf.environments import AlfEnvironment, create_environment
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.trainers.checkpointer import Checkpointer, CheckpointError
+from alf.trainers.data_parallel import (
+    RANK_SEED_STRIDE,
+    divide_mini_batch,
+    enable_data_parallel,
+)
 from alf.trainers.evaluator import EvalResult, Evaluator
 from alf.trainers.run_lock import RunDirLock
 from alf.trainers.trainer_config import RESUMABLE_SETTINGS, TrainerConfig
 from alf.unrollers.async_unroller import AsyncUnroller
 from alf.unrollers.sync_unroller import SyncUnroller
+from alf.utils.device import to_device
+from alf.utils.distributed import DistributedContext, resolve_device
 from alf.utils.summary import SummaryLogger, truncate_progress_log
 
 __all__ = [
@@ -105,14 +112,34 @@ class RLTrainer:
     ``predict_step`` and checkpoints. If ``root_dir`` already holds a checkpoint, the run
     resumes from the newest one (iteration and environment-step counts continue).
 
+    Networks train on ``config.device``; collection runs on a CPU copy of the algorithm
+    (refreshed after every iteration) unless ``config.collect_on_device``.
+
+    In a data-parallel run (``distributed``, one trainer per rank under ``torchrun``)
+    each rank collects with its share of the environments and trains a replica (see
+    :mod:`alf.trainers.data_parallel` for how the config is divided); rank 0 alone
+    evaluates and reads and writes ``root_dir``, and the ranks agree after every
+    iteration on whether to stop.
+
     Args:
         config: the run's settings.
         root_dir: directory of the run's files.
+        distributed: this rank's context (None: a single-process run).
     """
 
-    def __init__(self, *, config: TrainerConfig, root_dir: str) -> None:
+    def __init__(
+        self,
+        *,
+        config: TrainerConfig,
+        root_dir: str,
+        distributed: DistributedContext | None = None,
+    ) -> None:
         self.config = config
         self.root_dir = root_dir
+        self.distributed = distributed
+        self.is_main = distributed is None or distributed.is_main
+        self._world_size = 1 if distributed is None else distributed.world_size
+        self._closed = False
         self.iteration = 0
         self.env_steps = 0
         self.train_time_s = 0.0
@@ -124,7 +151,7 @@ class RLTrainer:
         self.eval_env: AlfEnvironment | None = None
         self.summary: SummaryLogger | None = None
         self.unroller: SyncUnroller | AsyncUnroller | None = None
-        self._lock = RunDirLock(root_dir=root_dir)
+        self._lock = RunDirLock(root_dir=root_dir) if self.is_main else None
         try:
             self._build(config, root_dir)
         except BaseException:
@@ -135,13 +162,15 @@ class RLTrainer:
         self.checkpointer = Checkpointer(
             directory=os.path.join(root_dir, "checkpoints"), num_to_keep=config.num_checkpoints
         )
-        resume_step = self.checkpointer.latest_step()
         # Read and check the checkpoint before building anything, so a bad one fails fast
         # and nothing in root_dir is touched.
-        resume_state = None
-        if resume_step is not None:
-            resume_state = self.checkpointer.load(resume_step, CHECKPOINT_KEYS)
-
+        resume_path, resume_state = self._read_resume_state()
+        context = self.distributed
+        rank = 0 if context is None else context.rank
+        local_rank = 0 if context is None else context.local_rank
+        self.device = resolve_device(
+            config.device, local_rank=local_rank, world_size=self._world_size
+        )
         if config.torch_num_threads:
             torch.set_num_threads(config.torch_num_threads)
         seed = config.random_seed
@@ -150,39 +179,97 @@ class RLTrainer:
         if resume_state is not None:
             # Fresh episodes after a resume must not replay the first run's seeds.
             seed += int(resume_state["env_steps"])
-        self.env = create_environment(seed=seed)
-        self.algorithm = build_algorithm(config, self.env)
+        if context is None:
+            self.env = create_environment(seed=seed)
+        else:  # this rank's share of the environments
+            self.env = create_environment(seed=seed, num_ranks=self._world_size, rank=rank)
+            seed += rank * self.env.batch_size  # its first environment's seed
+        self.algorithm = build_algorithm(config, self.env).to(self.device)
+        self.rollout_algorithm = self.algorithm
+        if self.device.type != "cpu" and not config.collect_on_device:
+            self.rollout_algorithm = algorithm_factory(config)(
+                observation_spec=self.env.observation_spec(), action_spec=self.env.action_spec()
+            )
+        if rank:
+            torch.manual_seed(config.random_seed + rank * RANK_SEED_STRIDE)
+            np.random.seed((config.random_seed + rank * RANK_SEED_STRIDE) % 2**32)
         self._num_envs = self.env.batch_size
         if config.async_unroll:
             # The actors build their own environments: this one only told the specs.
             self.env.close()
             self.env = None
         self.evaluator = None
-        if config.evaluate:
+        if config.evaluate and self.is_main:
             self.eval_env = create_environment(
                 num_parallel_environments=config.num_eval_environments,
                 for_evaluation=True,
                 seed=config.random_seed + EVAL_SEED_OFFSET,
             )
             self.evaluator = Evaluator(
-                env=self.eval_env, algorithm=self.algorithm, num_episodes=config.num_eval_episodes
+                env=self.eval_env,
+                algorithm=self.rollout_algorithm,
+                num_episodes=config.num_eval_episodes,
+                device=self._collect_device,
             )
         self.off_policy = isinstance(self.algorithm, OffPolicyAlgorithm)
         self._setup_unroll_and_replay(config, seed)
         if resume_state is not None:
             # After the environments are built (a bad env id is the clearer error), and
             # before anything in root_dir is written.
-            self._check_config(resume_state, self.checkpointer.path(resume_step))
-            self._restore(resume_state, self.checkpointer.path(resume_step))
+            self._check_config(resume_state, resume_path)
+            self._restore(resume_state, resume_path)
+        if context is not None:
+            divide_mini_batch(self.algorithm, context)
+            enable_data_parallel(
+                self.algorithm,
+                context,
+                find_unused_parameters=config.find_unused_parameters,
+                mixed_precision=config.mixed_precision,
+            )
+        else:
+            self.algorithm.configure_training(mixed_precision=config.mixed_precision)
+        self._refresh_rollout_algorithm()
         if config.async_unroll:
             # Started last: the actors get the restored parameters and step counts.
             self.unroller = self._build_async_unroller(config, seed)
+        if not self.is_main:
+            return
         self.checkpointer.remove_stale_temporaries()
         truncate_progress_log(os.path.join(root_dir, "progress.jsonl"), self.iteration)
         # Events after the resumed iteration (or all of them, for a fresh start) belong
         # to a run that is being redone: drop them.
         self.summary = SummaryLogger(root_dir, purge_step=self.iteration + 1)
         self._write_config(alf_config.config_str())
+
+    @property
+    def _collect_device(self) -> torch.device | None:
+        """Where ``rollout_step`` runs when it is not the CPU (None: the CPU)."""
+        if self.rollout_algorithm is self.algorithm and self.device.type != "cpu":
+            return self.device
+        return None
+
+    def _refresh_rollout_algorithm(self) -> None:
+        """Copies the trained parameters and statistics into the CPU collection copy."""
+        if self.rollout_algorithm is not self.algorithm:
+            self.rollout_algorithm.load_state_dict(self.algorithm.state_dict())
+
+    def _read_resume_state(self) -> tuple[str | None, dict[str, Any] | None]:
+        """The newest checkpoint's path and contents, read by rank 0 and sent to the
+        others (None, None for a fresh run)."""
+        reply: tuple[Any, ...] = (None, None)
+        if self.is_main:
+            step = self.checkpointer.latest_step()
+            try:
+                if step is not None:
+                    path = self.checkpointer.path(step)
+                    reply = (path, self.checkpointer.load(step, CHECKPOINT_KEYS))
+            except CheckpointError as err:
+                reply = ("error", str(err))
+        if self.distributed is not None:
+            reply = self.distributed.broadcast_object(reply, what="reading the checkpoint")
+        if reply[0] == "error":
+            raise CheckpointError(reply[1])
+        return reply
 
     def _setup_unroll_and_replay(self, config: TrainerConfig, seed: int) -> None:
         if not self.off_policy:
@@ -197,12 +284,18 @@ class RLTrainer:
         if not config.async_unroll:
             self.unroller = SyncUnroller(
                 env=self.env,
-                algorithm=self.algorithm,
+                algorithm=self.rollout_algorithm,
                 unroll_length=max(1, int(config.unroll_length)),
+                device=self._collect_device,
             )
         if not self.off_policy:
             return
         self.algorithm.build_replay_buffer(num_envs=self._num_envs)
+        if self.distributed is not None and self.algorithm.replay_buffer.enable_checkpoint:
+            raise ValueError(
+                "ReplayBuffer.enable_checkpoint is not supported in data-parallel runs "
+                "(each rank has its own replay buffer and only rank 0 writes checkpoints)"
+            )
         if config.offline_buffer_dir:
             dirs = config.offline_buffer_dir
             dirs = [dirs] if isinstance(dirs, str) else list(dirs)
@@ -229,7 +322,9 @@ class RLTrainer:
             unroll_length=int(config.unroll_length),
             seed=seed,
             config_text=alf_config.config_str(),
-            initial_random_steps=max(0, config.initial_collect_steps - self.env_steps),
+            initial_random_steps=self._rank_share(
+                max(0, config.initial_collect_steps - self.env_steps)
+            ),
             keep_every_fragment=self.off_policy,
         )
 
@@ -239,6 +334,10 @@ class RLTrainer:
         return self.off_policy and self.config.offline_fraction >= 1.0 and bool(
             self.config.offline_buffer_dir
         )
+
+    def _rank_share(self, steps: int) -> int:
+        """This rank's part of a run-wide number of environment steps (rounded up)."""
+        return -(-steps // self._world_size)
 
     def _steps_this_iteration(self) -> int:
         """Environment steps per environment of the coming iteration (a fractional
@@ -252,21 +351,29 @@ class RLTrainer:
         return int((i + 1) * length) - int(i * length)
 
     def _train_iteration(self) -> tuple[dict[str, float], int]:
-        """Collects and trains once; returns the statistics and the env steps taken."""
+        """Collects and trains once; returns the statistics and this rank's env steps."""
         if isinstance(self.unroller, AsyncUnroller):
             return self._train_iteration_async()
+        try:
+            return self._train_iteration_sync()
+        finally:
+            self._refresh_rollout_algorithm()
+
+    def _train_iteration_sync(self) -> tuple[dict[str, float], int]:
         num_steps = self._steps_this_iteration()
         if not self.off_policy:
             experience = self.unroller.unroll()
             return self.algorithm.train_from_unroll(experience), self.unroller.steps_per_unroll
         algorithm: OffPolicyAlgorithm = self.algorithm
         if num_steps:
-            self.unroller.num_random_steps = self.config.initial_collect_steps - self.env_steps
+            self.unroller.num_random_steps = self._rank_share(
+                self.config.initial_collect_steps - self.env_steps
+            )
             experience = self.unroller.unroll(num_steps)
             algorithm.observe_for_replay(self.unroller.new_rows(experience))
         env_steps = num_steps * self.env.batch_size
         stored = algorithm.replay_buffer.total_size
-        ready = self.offline_only or stored >= self.config.initial_collect_steps
+        ready = self.offline_only or stored >= self._rank_share(self.config.initial_collect_steps)
         if ready and algorithm.can_train():
             return algorithm.train_from_replay(), env_steps
         return {}, env_steps
@@ -288,7 +395,8 @@ class RLTrainer:
             for fragment in fragments:
                 algorithm.observe_for_replay(fragment.new_rows())
             stored = algorithm.replay_buffer.total_size
-            if stored >= self.config.initial_collect_steps and algorithm.can_train():
+            ready = stored >= self._rank_share(self.config.initial_collect_steps)
+            if ready and algorithm.can_train():
                 stats = algorithm.train_from_replay()
         unroller.publish(self.algorithm)
         return stats, unroller.env_steps_taken - steps_before
@@ -314,9 +422,8 @@ class RLTrainer:
         self.env_steps = int(state["env_steps"])
         self.train_time_s = float(state.get("train_time_s", 0.0))
         self.wall_time_s = float(state.get("wall_time_s", self.train_time_s))
-        if "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])
-        if self.off_policy and "replay_buffer" in state:
+        self._restore_rng(state)
+        if self.off_policy and "replay_buffer" in state and self.distributed is None:
             buffer = self.algorithm.replay_buffer
             if buffer.enable_checkpoint:
                 buffer.load_checkpoint_state(state["replay_buffer"])
@@ -327,8 +434,32 @@ class RLTrainer:
             "Resumed from %s (iteration %d, %d env steps)", path, self.iteration, self.env_steps
         )
 
-    def save_checkpoint(self) -> str:
-        """Writes a checkpoint of the current iteration; returns its path."""
+    def _restore_rng(self, state: dict[str, Any]) -> None:
+        rank = 0 if self.distributed is None else self.distributed.rank
+        per_rank = state.get("torch_rng_per_rank")
+        if per_rank is not None and len(per_rank) == self._world_size:
+            torch.set_rng_state(per_rank[rank])
+        elif rank == 0 and "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
+        else:  # a rank the checkpoint's run did not have
+            torch.manual_seed(
+                self.config.random_seed + rank * RANK_SEED_STRIDE + int(state["env_steps"])
+            )
+
+    def save_checkpoint(self) -> str | None:
+        """Writes a checkpoint of the current iteration; returns its path (None on ranks
+        other than 0, which only contribute their random-number state).
+
+        In a data-parallel run, this is a collective that also checks that every rank
+        holds the same parameters (:class:`~alf.utils.distributed.DistributedError` if
+        not)."""
+        rng_per_rank = None
+        if self.distributed is not None:
+            what = f"the checkpoint of iteration {self.iteration}"
+            rng_per_rank = self.distributed.all_gather_object(torch.get_rng_state(), what=what)
+            self.distributed.check_identical(self.algorithm, what=what)
+            if not self.is_main:
+                return None
         state = {
             "format_version": 1,
             "iteration": self.iteration,
@@ -337,9 +468,12 @@ class RLTrainer:
             "wall_time_s": self._wall_time(),
             "torch_rng": torch.get_rng_state(),
             "bindings": alf_config.current_bindings(),
-            "algorithm": self.algorithm.checkpoint_state(),
+            "algorithm": to_device(self.algorithm.checkpoint_state(), "cpu"),
         }
-        if self.off_policy and self.algorithm.replay_buffer.enable_checkpoint:
+        if rng_per_rank is not None:
+            state["world_size"] = self._world_size
+            state["torch_rng_per_rank"] = rng_per_rank
+        if self.off_policy and self.algorithm.replay_buffer.enable_checkpoint:  # single process
             state["replay_buffer"] = self.algorithm.replay_buffer.checkpoint_state()
         return self.checkpointer.save(self.iteration, state)
 
@@ -406,7 +540,7 @@ class RLTrainer:
             ``iteration``, ``env_steps``, ``stopped_early``, ``reached_target`` and,
             when evaluated, ``eval_average_return``.
         """
-        if self.summary is None:
+        if self._closed:
             raise RuntimeError("RLTrainer.train() after close()")
         config = self.config
         recent_returns: collections.deque[float] = collections.deque(maxlen=100)
@@ -420,13 +554,15 @@ class RLTrainer:
         self._wall_base = self.wall_time_s
         stats: dict[str, float] = {}
         try:
+            self._agree_on_stop()
             while not self._finished() and not self._stop_requested:
                 self.algorithm.set_progress(self.progress())
                 tick = time.perf_counter()
                 stats, steps = self._train_iteration()
                 elapsed = time.perf_counter() - tick
                 self.iteration += 1
-                self.env_steps += steps
+                # Every rank steps as many environments per iteration.
+                self.env_steps += steps * self._world_size
                 self.train_time_s += elapsed
                 window_steps += steps
                 window_time += elapsed
@@ -441,7 +577,7 @@ class RLTrainer:
                         f"non-finite loss; stopping. The last good checkpoint is kept in "
                         f"{self.checkpointer.directory}."
                     )
-                if first_iteration:
+                if first_iteration and self.is_main:
                     first_iteration = False
                     operative = alf_config.operative_config_str()
                     self._write_config(operative)
@@ -454,32 +590,17 @@ class RLTrainer:
                         )
 
                 if self.iteration % config.summary_interval == 0:
-                    scalars = {
-                        **stats,
-                        "learning_rate": self.algorithm.learning_rate,
-                        "env_steps_per_second": window_steps / max(window_time, 1e-9),
-                        "clipped_actions": float(self._num_clipped_actions()),
-                    }
-                    record = {
-                        "iteration": self.iteration,
-                        "env_steps": self.env_steps,
-                        "elapsed_s": round(self._wall_time(), 3),
-                        "train_time_s": round(self.train_time_s, 3),
-                        "fps": round(window_steps / max(window_time, 1e-9), 1),
-                    }
-                    if isinstance(self.unroller, AsyncUnroller):
-                        scalars.update(self.unroller.pop_stats())
-                    if returns or recent_returns:
-                        scalars["average_return"] = float(np.mean(recent_returns))
-                        scalars["average_episode_length"] = float(np.mean(recent_lengths))
-                    self.summary.write("train", self.iteration, scalars, record)
+                    self._write_train_summary(
+                        stats, window_steps / max(window_time, 1e-9), recent_returns, recent_lengths
+                    )
                     window_steps, window_time = 0, 0.0
 
                 if config.eval_interval and self.iteration % config.eval_interval == 0:
                     self.evaluate()
                 if self.iteration % config.checkpoint_interval == 0:
                     self.save_checkpoint()
-                if time.monotonic() - last_print >= config.progress_interval_s:
+                self._agree_on_stop()
+                if self.is_main and time.monotonic() - last_print >= config.progress_interval_s:
                     last_print = time.monotonic()
                     self._print_progress(start_steps, start_iteration, recent_returns)
             if self.iteration > start_iteration:  # nothing to add if no iteration ran
@@ -494,7 +615,8 @@ class RLTrainer:
         finally:
             self.wall_time_s = self._wall_time()
             self._session_start = None
-            self.summary.flush()
+            if self.summary is not None:
+                self.summary.flush()
         result: dict[str, Any] = {
             "iteration": self.iteration,
             "env_steps": self.env_steps,
@@ -504,6 +626,64 @@ class RLTrainer:
         if self.last_eval is not None:
             result["eval_average_return"] = self.last_eval.average_return
         return result
+
+    def _agree_on_stop(self) -> None:
+        """Ranks stop together: if any was asked to stop or reached the target (rank 0's
+        evaluation), all are."""
+        if self.distributed is None:
+            return
+        stop, target = self.distributed.all_reduce_sum(
+            [self._stop_requested, self.reached_target],
+            what=f"the end of iteration {self.iteration}",
+        )
+        self._stop_requested, self.reached_target = stop > 0, target > 0
+
+    def _write_train_summary(
+        self,
+        stats: dict[str, Any],
+        steps_per_second: float,
+        recent_returns: collections.deque[float],
+        recent_lengths: collections.deque[int],
+    ) -> None:
+        """Writes the train summary (rank 0) of all ranks' rates and episodes."""
+        local = [
+            steps_per_second,
+            sum(recent_returns),
+            sum(recent_lengths),
+            len(recent_returns),
+            self._num_clipped_actions(),
+        ]
+        if self.distributed is None:
+            per_rank = [local]
+        else:
+            per_rank = self.distributed.all_gather(local, what="the train summary")
+        async_stats = {}
+        if isinstance(self.unroller, AsyncUnroller):
+            async_stats = self.unroller.pop_stats()
+        if not self.is_main:
+            return
+        totals = [sum(column) for column in zip(*per_rank, strict=True)]
+        fps, returns, lengths, episodes, clipped = totals
+        scalars = {
+            **stats,
+            "learning_rate": self.algorithm.learning_rate,
+            "env_steps_per_second": fps,
+            "clipped_actions": clipped,
+        }
+        record = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "elapsed_s": round(self._wall_time(), 3),
+            "train_time_s": round(self.train_time_s, 3),
+            "fps": round(fps, 1),
+        }
+        if self.distributed is not None:
+            record["fps_per_rank"] = [round(row[0], 1) for row in per_rank]
+        scalars.update(async_stats)
+        if episodes:
+            scalars["average_return"] = returns / episodes
+            scalars["average_episode_length"] = lengths / episodes
+        self.summary.write("train", self.iteration, scalars, record)
 
     def _num_clipped_actions(self) -> int:
         source = self.unroller if isinstance(self.unroller, AsyncUnroller) else self.env
@@ -549,4 +729,6 @@ class RLTrainer:
         if self.summary is not None:
             self.summary.close()
             self.summary = None
-        self._lock.release()
+        if self._lock is not None:
+            self._lock.release()
+        self._closed = True

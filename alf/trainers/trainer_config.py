@@ -27,6 +27,11 @@ RESUMABLE_SETTINGS = tuple(
         "allow_config_change",
         "stop_at_eval_return",
         "async_unroll",
+        "device",
+        "collect_on_device",
+        "mixed_precision",
+        "distributed_timeout_s",
+        "find_unused_parameters",
     )
 )
 """Bindings that may differ between a run and its resumption."""
@@ -97,6 +102,24 @@ class TrainerConfig:
         offline_fraction: the fraction of every mini-batch drawn from the offline data;
             1.0 trains on the offline data alone, without stepping the environments
             (then set the budget with ``num_iterations``).
+        device: where the networks train: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (also
+            ``--device``). Training batches are copied to it through pinned memory with
+            ``non_blocking=True``. Under ``torchrun`` with several ranks, ``"cuda"`` means
+            each rank's ``cuda:LOCAL_RANK``.
+        collect_on_device: run ``rollout_step`` (and evaluation) on ``device`` too, one
+            batched step for all environments at a time (worth it for large networks,
+            e.g. CNNs). Otherwise a CPU copy of the algorithm collects and is refreshed
+            after every iteration. Ignored on the CPU; asynchronous actors always
+            collect on the CPU.
+        mixed_precision: ``"bfloat16"`` or ``"float16"``: compute losses under
+            ``torch.autocast`` (float16 scales the loss with a ``GradScaler``; overflowed
+            updates are skipped as non-finite ones); None: float32.
+        distributed_timeout_s: data-parallel runs: seconds a rank waits in a collective
+            for a silent rank before failing (a rank that dies is noticed at once). It
+            must exceed rank 0's longest evaluation, which the others wait for.
+        find_unused_parameters: data-parallel runs: set it for algorithms whose updates
+            leave some optimized parameters without a gradient (passed to
+            ``DistributedDataParallel``; costs a graph traversal per update).
     """
 
     algorithm_ctor: Callable | None = None
@@ -121,6 +144,11 @@ class TrainerConfig:
     offline_buffer_dir: str | list[str] | None = None
     offline_fraction: float = 0.5
     async_unroll: bool = False
+    device: str = "cpu"
+    collect_on_device: bool = False
+    mixed_precision: str | None = None
+    distributed_timeout_s: float = 1800.0
+    find_unused_parameters: bool = False
 
     def __post_init__(self) -> None:
         if self.algorithm_ctor is None:
@@ -137,6 +165,16 @@ class TrainerConfig:
         if not 0.0 < self.offline_fraction <= 1.0:
             raise ValueError(
                 f"TrainerConfig.offline_fraction must be in (0, 1], got {self.offline_fraction}"
+            )
+        if self.mixed_precision not in (None, "bfloat16", "float16"):
+            raise ValueError(
+                "TrainerConfig.mixed_precision must be 'bfloat16', 'float16' or None, got "
+                f"{self.mixed_precision!r}"
+            )
+        if not self.distributed_timeout_s > 0:
+            raise ValueError(
+                "TrainerConfig.distributed_timeout_s must be > 0, got "
+                f"{self.distributed_timeout_s}"
             )
         if self.initial_collect_steps < 0:
             raise ValueError(

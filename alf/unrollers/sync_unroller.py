@@ -13,6 +13,7 @@ from alf.data_structures import AlgStep, Experience, TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.tensor_specs import sample_uniform
 from alf.unrollers.episode_tracker import EpisodeTracker
+from alf.utils.device import to_device
 
 __all__ = ["SyncUnroller", "reset_state_on_first"]
 
@@ -43,14 +44,25 @@ class SyncUnroller:
         env: the batched environment.
         algorithm: supplies ``rollout_step`` and ``rollout_state_spec``.
         unroll_length: environment steps per environment per call.
+        device: the algorithm's device when it is not the CPU: time steps are copied
+            there for ``rollout_step``, and its outputs back (the experience stays on
+            the CPU).
     """
 
-    def __init__(self, *, env: AlfEnvironment, algorithm: RLAlgorithm, unroll_length: int) -> None:
+    def __init__(
+        self,
+        *,
+        env: AlfEnvironment,
+        algorithm: RLAlgorithm,
+        unroll_length: int,
+        device: torch.device | None = None,
+    ) -> None:
         if unroll_length < 1:
             raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
         self.env = env
         self.algorithm = algorithm
         self.unroll_length = unroll_length
+        self.device = device
         self.episodes = EpisodeTracker(batch_size=env.batch_size)
         self._transformer = algorithm.data_transformer
         self._transforms = not self._transformer.is_identity
@@ -75,13 +87,21 @@ class SyncUnroller:
         return self.unroll_length * self.env.batch_size
 
     def _respond(self, time_step: TimeStep, state: Any) -> Experience:
-        state = reset_state_on_first(state, time_step.step_type)
         policy_input = time_step
+        if self.device is not None:
+            policy_input = to_device(time_step, self.device)
+        state = reset_state_on_first(state, policy_input.step_type)
         if self._transforms:
             policy_input, self._transform_state = self._transformer.transform_timestep(
-                time_step, self._transform_state
+                policy_input, self._transform_state
             )
         self._policy_step = self.algorithm.rollout_step(policy_input, state)
+        if self.device is not None:
+            # The environments and the experience take host tensors; the policy's
+            # state stays on the device for the next step.
+            host_step = to_device(self._policy_step._replace(state=()), "cpu")
+            self._policy_step = host_step._replace(state=self._policy_step.state)
+            state = to_device(state, "cpu")
         # The action of the k-th row of this call is executed k * B env steps from now.
         executed_in = self._rows_this_call * self.env.batch_size
         self._rows_this_call += 1
@@ -108,6 +128,10 @@ class SyncUnroller:
                 self.algorithm.rollout_state_spec, self.env.batch_size
             )
             self._transform_state = self._transformer.initial_state(self.env.batch_size)
+            if self.device is not None:
+                state, self._transform_state = to_device(
+                    (state, self._transform_state), self.device
+                )
             row = self._respond(time_step, state)
             self._tail = [row] * (self._history + 1)
         rows = list(self._tail)

@@ -1,0 +1,75 @@
+"""How a data-parallel run divides its config over the ranks and wires the algorithm's
+gradient all-reduce (used by :class:`~alf.trainers.RLTrainer` under ``torchrun``).
+
+The config describes the whole run, whatever the number of ranks ``N``:
+
+* ``create_environment.num_parallel_environments`` is the total: each rank steps
+  ``num_parallel_environments / N`` environments (rank ``r``'s environment ``i`` is the
+  run's environment ``r * num_parallel_environments / N + i`` and gets that seed), so the
+  environment steps of one iteration are the same for any ``N``;
+* ``mini_batch_size`` is the total: each rank's mini-batches hold ``mini_batch_size / N``
+  steps (or sequences) and DDP averages the ranks' gradients, so an update sees the same
+  amount of data as a single-process update;
+* ``TrainerConfig.num_env_steps`` and ``initial_collect_steps`` count all ranks' steps;
+  ``unroll_length``, ``num_epochs``, ``num_updates_per_train_iter``, the learning rate
+  and the replay buffer's ``max_length`` (per environment) mean what they mean in a
+  single process.
+
+Each total must be divisible by ``N``; otherwise the run stops with an error before
+training.
+"""
+
+from __future__ import annotations
+
+from absl import logging
+
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.utils.distributed import DataParallelLoss, DistributedContext
+
+__all__ = [
+    "RANK_SEED_STRIDE",
+    "divide_mini_batch",
+    "enable_data_parallel",
+]
+
+RANK_SEED_STRIDE = 7_919
+"""Rank ``r > 0`` reseeds torch with ``random_seed + r * RANK_SEED_STRIDE`` after the
+(identical) algorithm is built, so its action sampling and mini-batch shuffles differ."""
+
+
+def divide_mini_batch(algorithm: RLAlgorithm, context: DistributedContext) -> None:
+    """Gives ``algorithm`` this rank's share of its ``mini_batch_size`` (if it has one)."""
+    size = getattr(algorithm, "mini_batch_size", None)
+    if size:
+        algorithm.mini_batch_size = context.share(
+            size, f"{type(algorithm).__name__}.mini_batch_size"
+        )
+
+
+def enable_data_parallel(
+    algorithm: RLAlgorithm,
+    context: DistributedContext,
+    *,
+    find_unused_parameters: bool,
+    mixed_precision: str | None,
+) -> None:
+    """Makes ``algorithm`` train as one replica of a data-parallel run.
+
+    Every rank gets rank 0's parameters and buffers; the data transformers' statistics
+    combine all ranks' batches; and losses run inside DDP, so gradients are averaged.
+    Call it on every rank, after the algorithm is on its device and restored.
+    """
+    context.broadcast_module(algorithm)
+    algorithm.data_transformer.set_sum_over_ranks(
+        lambda t: context.sum_tensor(t, what="the data transformers' statistics update")
+    )
+    data_parallel = DataParallelLoss(
+        parameters=algorithm.optimized_parameters,
+        context=context,
+        find_unused_parameters=find_unused_parameters,
+    )
+    algorithm.configure_training(data_parallel=data_parallel, mixed_precision=mixed_precision)
+    if context.is_main:
+        logging.info(
+            "Data-parallel training on %d ranks (%s)", context.world_size, context.backend
+        )
