@@ -507,15 +507,16 @@ class FrameStacker(DataTransformer):
         if h == 0:
             return exp
         num_rows, batch = exp.step_type.shape[:2]
-        rows = torch.arange(num_rows).unsqueeze(1).expand(num_rows, batch)
+        device = exp.step_type.device
+        rows = torch.arange(num_rows, device=device).unsqueeze(1).expand(num_rows, batch)
         # Row of the latest FIRST at or before each row (0 if none in the window).
         episode_start = torch.where(exp.step_type == StepType.FIRST, rows, 0).cummax(0).values
         out_rows = rows[h:]  # [T, B]
-        offsets = torch.arange(-h, 1)  # oldest first
+        offsets = torch.arange(-h, 1, device=device)  # oldest first
         source = torch.maximum(
             out_rows.unsqueeze(-1) + offsets, episode_start[h:].unsqueeze(-1)
         )  # [T, B, k]
-        columns = torch.arange(batch).reshape(1, batch, 1).expand_as(source)
+        columns = torch.arange(batch, device=device).reshape(1, batch, 1).expand_as(source)
 
         def stack(x: torch.Tensor) -> torch.Tensor:
             return x[source, columns].flatten(2, 3)  # [T, B, k * C, ...]

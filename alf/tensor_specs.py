@@ -32,9 +32,12 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
 
-    def zeros(self, outer_dims: tuple[int, ...] = ()) -> torch.Tensor:
-        """A zero tensor of shape ``outer_dims + shape``."""
-        return torch.zeros(tuple(outer_dims) + tuple(self.shape), dtype=self.dtype)
+    def zeros(
+        self, outer_dims: tuple[int, ...] = (), device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """A zero tensor of shape ``outer_dims + shape`` on ``device`` (None: torch's
+        default device, the CPU unless changed)."""
+        return torch.zeros(tuple(outer_dims) + tuple(self.shape), dtype=self.dtype, device=device)
 
     @property
     def is_discrete(self) -> bool:
@@ -136,9 +139,15 @@ def from_gym_space(space: gym.Space) -> nest.Nest:
     raise TypeError(f"ALF cannot convert gymnasium space {space!r} to a tensor spec")
 
 
-def zeros_from_spec(spec: nest.Nest, outer_dims: tuple[int, ...] = ()) -> nest.Nest:
-    """A nest of zero tensors shaped by ``spec`` with leading ``outer_dims``."""
-    return nest.map_structure(lambda s: s.zeros(outer_dims), spec)
+def zeros_from_spec(
+    spec: nest.Nest,
+    outer_dims: tuple[int, ...] = (),
+    device: torch.device | str | None = None,
+) -> nest.Nest:
+    """A nest of zero tensors shaped by ``spec`` with leading ``outer_dims``, on
+    ``device`` (None: torch's default device). States and placeholders built for an
+    algorithm on an accelerator must pass its device."""
+    return nest.map_structure(lambda s: s.zeros(outer_dims, device), spec)
 
 
 def sample_uniform(spec: nest.Nest, batch_size: int) -> nest.Nest:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import torch
 from helpers_cli import (
     CONF,
     assert_clean_user_error,
@@ -112,6 +113,18 @@ def _missing_user_module(case: Case, tmp: Path) -> None:
     case.cmd = train_cmd(case.root, conf=case.info["conf"])
 
 
+def _unknown_device(case: Case, tmp: Path) -> None:
+    case.cmd = [*train_cmd(case.root, *RESUME_PARAMS), "--device=tpu"]
+
+
+def _cuda_without_gpu(case: Case, tmp: Path) -> None:
+    case.cmd = [*train_cmd(case.root, *RESUME_PARAMS), "--device=cuda"]
+
+
+def _bad_mixed_precision(case: Case, tmp: Path) -> None:
+    case.cmd = train_cmd(case.root, *RESUME_PARAMS, 'TrainerConfig.mixed_precision="fp8"')
+
+
 CASES: dict[str, Callable[[Case, Path], None]] = {
     "missing_conf": _missing_conf,
     "unknown_configurable": _unknown_configurable,
@@ -124,6 +137,9 @@ CASES: dict[str, Callable[[Case, Path], None]] = {
     "conf_syntax_error": _conf_syntax_error,
     "include_example": _include_example,
     "missing_user_module": _missing_user_module,
+    "unknown_device": _unknown_device,
+    "cuda_without_gpu": _cuda_without_gpu,
+    "bad_mixed_precision": _bad_mixed_precision,
 }
 
 
@@ -224,4 +240,23 @@ def test_bad_conf_param_is_not_blamed_on_the_conf_file(cases):
 def test_conf_importing_a_missing_module_is_a_clean_error(cases):
     case = cases["missing_user_module"]
     assert_clean_user_error(case.result, TRAIN, "no_such_user_module_xyz", "PYTHONPATH")
+    case.assert_untouched()
+
+
+def test_unknown_device_is_a_clean_error(cases):
+    case = cases["unknown_device"]
+    assert_clean_user_error(case.result, TRAIN, "TrainerConfig.device", "tpu", "cuda")
+    case.assert_untouched()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_device_without_a_gpu_is_a_clean_error(cases):
+    case = cases["cuda_without_gpu"]
+    assert_clean_user_error(case.result, TRAIN, "cuda", "no CUDA GPU", "--device=cpu")
+    case.assert_untouched()
+
+
+def test_unknown_mixed_precision_is_a_clean_error(cases):
+    case = cases["bad_mixed_precision"]
+    assert_clean_user_error(case.result, TRAIN, "mixed_precision", "fp8", "bfloat16")
     case.assert_untouched()

@@ -104,8 +104,8 @@ class DqnAlgorithm(OffPolicyAlgorithm):
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         q = self._q(time_step.observation)
         greedy = q.argmax(-1)
-        explore = torch.rand(greedy.shape) < self.epsilon
-        random = torch.randint(0, q.shape[-1], greedy.shape)
+        explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon
+        random = torch.randint(0, q.shape[-1], greedy.shape, device=greedy.device)
         return AlgStep(output=torch.where(explore, random, greedy), state=state)
 
     @torch.no_grad()
@@ -139,7 +139,7 @@ class DqnAlgorithm(OffPolicyAlgorithm):
             extra={
                 "td_loss": loss.detach(),
                 "q_value": masked_mean(info.q.detach(), info.valid),
-                "epsilon": torch.tensor(self.epsilon),
+                "epsilon": torch.full((), self.epsilon, device=info.q.device),
             },
             priority=(info.q - info.target).detach().abs(),
         )

@@ -11,6 +11,7 @@ from alf.algorithms.algorithm import Algorithm
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
 from alf.data_transformers import DataTransformerChain
 from alf.tensor_specs import TensorSpec, zeros_from_spec
+from alf.utils.device import to_device
 
 __all__ = ["RLAlgorithm", "reset_state_on_first"]
 
@@ -154,6 +155,7 @@ class RLAlgorithm(Algorithm):
         returns for this algorithm's action spec, with *raw* observations (before the
         data transformers)."""
         transformer = self.data_transformer
+        device = self.device
         time_step = TimeStep(
             step_type=torch.full((1,), StepType.FIRST, dtype=torch.int32),
             reward=torch.zeros(1),
@@ -162,15 +164,17 @@ class RLAlgorithm(Algorithm):
             prev_action=zeros_from_spec(self.action_spec, (1,)),
             env_id=torch.zeros(1, dtype=torch.int64),
         )
+        time_step = to_device(time_step, device)
         state = self.zero_state(self.rollout_state_spec, 1)
         with torch.no_grad():
             transformed, _ = transformer.transform_timestep(
-                time_step, transformer.initial_state(1)
+                time_step, to_device(transformer.initial_state(1), device)
             )
             step = self.rollout_step(transformed, state)
         exp = Experience.from_time_step(time_step, step.output, step.info, state)
         return nest.map_structure(lambda x: TensorSpec(tuple(x.shape[1:]), x.dtype), exp)
 
     def zero_state(self, spec: Any, batch_size: int) -> Any:
-        """A zero state of ``spec`` for ``batch_size`` environments."""
-        return nest.map_structure(lambda s: s.zeros((batch_size,)), spec)
+        """A zero state of ``spec`` for ``batch_size`` environments, on :attr:`device`."""
+        device = self.device
+        return nest.map_structure(lambda s: s.zeros((batch_size,), device), spec)

@@ -38,8 +38,10 @@ def _output_size(module: nn.Module, input_spec: Any) -> int:
     size = getattr(module, "output_size", None)
     if isinstance(size, int):
         return size
+    # A module given already built may live on an accelerator: probe it there.
+    device = next((t.device for t in (*module.parameters(), *module.buffers())), None)
     with torch.no_grad():
-        out = module(zeros_from_spec(input_spec, (2,)))
+        out = module(zeros_from_spec(input_spec, (2,), device))
     return int(out.reshape(2, -1).shape[1])
 
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import collections
-import functools
 import os
 import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,11 +13,10 @@ from absl import logging
 from alf import config as alf_config
 from alf import nest
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
-from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import StepType
-from alf.data_transformers import build_data_transformer
 from alf.environments import AlfEnvironment, create_environment
 from alf.replay_buffers.offline import load_offline_buffers
+from alf.trainers.algorithm_builder import algorithm_factory, build_algorithm, load_into
 from alf.trainers.checkpointer import Checkpointer, CheckpointError
 from alf.trainers.data_parallel import (
     RANK_SEED_STRIDE,
@@ -29,6 +25,7 @@ from alf.trainers.data_parallel import (
 )
 from alf.trainers.evaluator import EvalResult, Evaluator
 from alf.trainers.run_lock import RunDirLock
+from alf.trainers.train_report import TrainingReport
 from alf.trainers.trainer_config import RESUMABLE_SETTINGS, TrainerConfig
 from alf.unrollers.async_unroller import AsyncUnroller
 from alf.unrollers.sync_unroller import SyncUnroller
@@ -53,56 +50,6 @@ EVAL_SEED_OFFSET = 1_000_003
 
 class TrainingDivergedError(RuntimeError):
     """Too many consecutive iterations had every update skipped for a non-finite loss."""
-
-
-def make_algorithm(
-    *,
-    observation_spec: Any,
-    action_spec: Any,
-    algorithm_ctor: Callable[..., Any],
-    data_transformer_ctor: Sequence[Callable[..., Any]] = (),
-) -> RLAlgorithm:
-    """Builds the data transformers for the raw ``observation_spec``, then the algorithm
-    for their output spec, and installs the transformers in it."""
-    transformer = build_data_transformer(data_transformer_ctor, observation_spec)
-    algorithm = algorithm_ctor(
-        observation_spec=transformer.transformed_observation_spec, action_spec=action_spec
-    )
-    if not isinstance(algorithm, RLAlgorithm):
-        raise TypeError(f"algorithm_ctor built {type(algorithm).__name__}, not an RLAlgorithm")
-    algorithm.set_data_transformer(transformer)
-    return algorithm
-
-
-def algorithm_factory(config: TrainerConfig) -> Callable[..., RLAlgorithm]:
-    """``(observation_spec=, action_spec=) -> RLAlgorithm`` for ``config`` (picklable, for
-    actor processes)."""
-    return functools.partial(
-        make_algorithm,
-        algorithm_ctor=config.algorithm_ctor,
-        data_transformer_ctor=tuple(config.data_transformer_ctor or ()),
-    )
-
-
-def build_algorithm(config: TrainerConfig, env: AlfEnvironment) -> RLAlgorithm:
-    """Builds the configured algorithm (with its data transformers) for ``env``'s specs."""
-    algorithm = algorithm_factory(config)(
-        observation_spec=env.observation_spec(), action_spec=env.action_spec()
-    )
-    # Create the optimizer now: a bad optimizer config fails before training starts,
-    # and torch's one-off optimizer set-up cost is paid while building the run.
-    algorithm.optimizer  # noqa: B018
-    return algorithm
-
-
-def _load_into(algorithm: RLAlgorithm, state: dict[str, Any], path: str) -> None:
-    try:
-        algorithm.load_checkpoint_state(state["algorithm"])
-    except (RuntimeError, KeyError, ValueError) as err:
-        raise CheckpointError(
-            f"Checkpoint '{path}' does not fit the configured algorithm (was it written "
-            f"with a different config?): {err}"
-        ) from err
 
 
 class RLTrainer:
@@ -417,7 +364,7 @@ class RLTrainer:
             )
 
     def _restore(self, state: dict[str, Any], path: str) -> None:
-        _load_into(self.algorithm, state, path)
+        load_into(self.algorithm, state, path)
         self.iteration = int(state["iteration"])
         self.env_steps = int(state["env_steps"])
         self.train_time_s = float(state.get("train_time_s", 0.0))
@@ -543,20 +490,22 @@ class RLTrainer:
         if self._closed:
             raise RuntimeError("RLTrainer.train() after close()")
         config = self.config
-        recent_returns: collections.deque[float] = collections.deque(maxlen=100)
-        recent_lengths: collections.deque[int] = collections.deque(maxlen=100)
-        window_steps, window_time = 0, 0.0
-        first_iteration = True
+        start_iteration = self.iteration
+        report = TrainingReport(
+            summary=self.summary,
+            distributed=self.distributed,
+            start_iteration=start_iteration,
+            start_env_steps=self.env_steps,
+        )
+        first_iteration = self.is_main
         skipped_in_a_row = 0
-        last_print = time.monotonic()
-        start_steps, start_iteration = self.env_steps, self.iteration
         self._session_start = time.monotonic()
         self._wall_base = self.wall_time_s
-        stats: dict[str, float] = {}
         try:
             self._agree_on_stop()
             while not self._finished() and not self._stop_requested:
                 self.algorithm.set_progress(self.progress())
+                self.rollout_algorithm.set_progress(self.progress())
                 tick = time.perf_counter()
                 stats, steps = self._train_iteration()
                 elapsed = time.perf_counter() - tick
@@ -564,11 +513,7 @@ class RLTrainer:
                 # Every rank steps as many environments per iteration.
                 self.env_steps += steps * self._world_size
                 self.train_time_s += elapsed
-                window_steps += steps
-                window_time += elapsed
-                returns, lengths = self.unroller.episodes.pop_completed()
-                recent_returns.extend(returns)
-                recent_lengths.extend(lengths)
+                report.add_iteration(steps, elapsed, *self.unroller.episodes.pop_completed())
 
                 skipped_in_a_row = skipped_in_a_row + 1 if stats.get("skipped") == 1.0 else 0
                 if skipped_in_a_row >= config.max_consecutive_skipped_iterations:
@@ -577,32 +522,24 @@ class RLTrainer:
                         f"non-finite loss; stopping. The last good checkpoint is kept in "
                         f"{self.checkpointer.directory}."
                     )
-                if first_iteration and self.is_main:
+                if first_iteration:
                     first_iteration = False
-                    operative = alf_config.operative_config_str()
-                    self._write_config(operative)
-                    self.summary.text("config", operative)
-                    unused = alf_config.inoperative_bindings()
-                    if unused:
-                        logging.warning(
-                            "These config bindings were never used by the run: %s",
-                            ", ".join(unused),
-                        )
-
+                    self._record_operative_config()
                 if self.iteration % config.summary_interval == 0:
-                    self._write_train_summary(
-                        stats, window_steps / max(window_time, 1e-9), recent_returns, recent_lengths
-                    )
-                    window_steps, window_time = 0, 0.0
-
+                    self._write_train_summary(report, stats)
                 if config.eval_interval and self.iteration % config.eval_interval == 0:
                     self.evaluate()
                 if self.iteration % config.checkpoint_interval == 0:
                     self.save_checkpoint()
                 self._agree_on_stop()
-                if self.is_main and time.monotonic() - last_print >= config.progress_interval_s:
-                    last_print = time.monotonic()
-                    self._print_progress(start_steps, start_iteration, recent_returns)
+                if self.is_main:
+                    report.print_progress(
+                        self.iteration,
+                        self.env_steps,
+                        interval_s=config.progress_interval_s,
+                        num_env_steps=config.num_env_steps,
+                        num_iterations=config.num_iterations,
+                    )
             if self.iteration > start_iteration:  # nothing to add if no iteration ran
                 if (
                     self._finished()
@@ -638,52 +575,33 @@ class RLTrainer:
         )
         self._stop_requested, self.reached_target = stop > 0, target > 0
 
-    def _write_train_summary(
-        self,
-        stats: dict[str, Any],
-        steps_per_second: float,
-        recent_returns: collections.deque[float],
-        recent_lengths: collections.deque[int],
-    ) -> None:
-        """Writes the train summary (rank 0) of all ranks' rates and episodes."""
-        local = [
-            steps_per_second,
-            sum(recent_returns),
-            sum(recent_lengths),
-            len(recent_returns),
-            self._num_clipped_actions(),
-        ]
-        if self.distributed is None:
-            per_rank = [local]
-        else:
-            per_rank = self.distributed.all_gather(local, what="the train summary")
+    def _record_operative_config(self) -> None:
+        """After the first iteration: the operative config to ``config.gin`` and
+        TensorBoard, and a warning naming the bindings nothing used."""
+        operative = alf_config.operative_config_str()
+        self._write_config(operative)
+        self.summary.text("config", operative)
+        unused = alf_config.inoperative_bindings()
+        if unused:
+            logging.warning(
+                "These config bindings were never used by the run: %s", ", ".join(unused)
+            )
+
+    def _write_train_summary(self, report: TrainingReport, stats: dict[str, Any]) -> None:
         async_stats = {}
         if isinstance(self.unroller, AsyncUnroller):
             async_stats = self.unroller.pop_stats()
-        if not self.is_main:
-            return
-        totals = [sum(column) for column in zip(*per_rank, strict=True)]
-        fps, returns, lengths, episodes, clipped = totals
-        scalars = {
-            **stats,
-            "learning_rate": self.algorithm.learning_rate,
-            "env_steps_per_second": fps,
-            "clipped_actions": clipped,
-        }
-        record = {
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "elapsed_s": round(self._wall_time(), 3),
-            "train_time_s": round(self.train_time_s, 3),
-            "fps": round(fps, 1),
-        }
-        if self.distributed is not None:
-            record["fps_per_rank"] = [round(row[0], 1) for row in per_rank]
-        scalars.update(async_stats)
-        if episodes:
-            scalars["average_return"] = returns / episodes
-            scalars["average_episode_length"] = lengths / episodes
-        self.summary.write("train", self.iteration, scalars, record)
+        report.write_summary(
+            self.iteration,
+            {**stats, "learning_rate": self.algorithm.learning_rate, **async_stats},
+            {
+                "iteration": self.iteration,
+                "env_steps": self.env_steps,
+                "elapsed_s": round(self._wall_time(), 3),
+                "train_time_s": round(self.train_time_s, 3),
+            },
+            clipped_actions=self._num_clipped_actions(),
+        )
 
     def _num_clipped_actions(self) -> int:
         source = self.unroller if isinstance(self.unroller, AsyncUnroller) else self.env
@@ -694,28 +612,6 @@ class RLTrainer:
         if getattr(self, "_session_start", None) is None:
             return self.wall_time_s
         return self._wall_base + time.monotonic() - self._session_start
-
-    def _print_progress(
-        self, start_steps: int, start_iteration: int, recent_returns: collections.deque[float]
-    ) -> None:
-        session_s = max(time.monotonic() - self._session_start, 1e-9)
-        rate = (self.env_steps - start_steps) / session_s
-        ret = f"{np.mean(recent_returns):.2f}" if recent_returns else "n/a"
-        eta = ""
-        if self.config.num_env_steps > 0 and rate > 0:
-            left = max(self.config.num_env_steps - self.env_steps, 0) / rate
-            eta = f" | ETA {left:.0f}s"
-        elif self.config.num_iterations > 0 and self.iteration > start_iteration:
-            per_iter = session_s / (self.iteration - start_iteration)
-            eta = f" | ETA {per_iter * (self.config.num_iterations - self.iteration):.0f}s"
-        logging.info(
-            "iteration %d | env steps %d | %.0f steps/s | return %s%s",
-            self.iteration,
-            self.env_steps,
-            rate,
-            ret,
-            eta,
-        )
 
     def close(self) -> None:
         """Closes the environments and summary files and releases ``root_dir``

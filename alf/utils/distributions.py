@@ -101,7 +101,8 @@ class SquashedNormal(td.Distribution):
 
     def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         shape = self._extended_shape(sample_shape)
-        return self._squash(self.loc + self.scale * torch.randn(shape, dtype=self.loc.dtype))
+        noise = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
+        return self._squash(self.loc + self.scale * noise)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         with torch.no_grad():

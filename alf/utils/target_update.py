@@ -19,8 +19,32 @@ def make_target(module: nn.Module) -> nn.Module:
     return target
 
 
-def _float_tensors(module: nn.Module) -> list[torch.Tensor]:
-    return [t for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()]
+_Slot = tuple[dict[str, torch.Tensor | None], str]
+"""A tensor's place: its owner module's ``_parameters`` or ``_buffers`` dict and its key."""
+
+
+def _float_slots(module: nn.Module) -> list[_Slot]:
+    """The places of ``module``'s floating-point parameters, then buffers (in the order of
+    ``parameters()`` and ``buffers()``).
+
+    Places rather than tensors: ``module.to(device)`` (and ``.float()``...) puts *new*
+    buffer tensors in the owners' ``_buffers`` (and new parameters where torch is set to
+    overwrite them), so tensors captured before the move would be stale host copies.
+    """
+    slots: list[_Slot] = []
+    for attr, named in (
+        ("_parameters", module.named_parameters()),
+        ("_buffers", module.named_buffers()),
+    ):
+        for name, tensor in named:
+            if tensor.is_floating_point():
+                owner, _, key = name.rpartition(".")
+                slots.append((getattr(module.get_submodule(owner), attr), key))
+    return slots
+
+
+def _tensors(slots: list[_Slot]) -> list[torch.Tensor]:
+    return [store[key] for store, key in slots]
 
 
 class TargetUpdater:
@@ -47,10 +71,12 @@ class TargetUpdater:
             raise ValueError(f"tau must be in (0, 1], got {tau}")
         if period < 1:
             raise ValueError(f"period must be >= 1, got {period}")
-        self._source = [t for m in sources for t in _float_tensors(m)]
-        self._target = [t for m in targets for t in _float_tensors(m)]
-        if len(self._source) != len(self._target) or any(
-            s.shape != t.shape for s, t in zip(self._source, self._target, strict=True)
+        # Looked up at every update, so the updater follows the modules to a device.
+        self._source = [slot for m in sources for slot in _float_slots(m)]
+        self._target = [slot for m in targets for slot in _float_slots(m)]
+        source, target = _tensors(self._source), _tensors(self._target)
+        if len(source) != len(target) or any(
+            s.shape != t.shape for s, t in zip(source, target, strict=True)
         ):
             raise ValueError("Target networks do not match their sources")
         self.tau = tau
@@ -63,8 +89,9 @@ class TargetUpdater:
         self._calls += 1
         if self._calls % self.period:
             return False
+        source, target = _tensors(self._source), _tensors(self._target)
         if self.tau == 1.0:
-            torch._foreach_copy_(self._target, self._source)
+            torch._foreach_copy_(target, source)
         else:
-            torch._foreach_lerp_(self._target, self._source, self.tau)
+            torch._foreach_lerp_(target, source, self.tau)
         return True
