@@ -315,7 +315,13 @@ def test_mixed_precision_name_is_checked():
 
 def test_parameter_digest_sees_every_bit():
     algorithm = _Regression()
+    algorithm.log_alpha = nn.Parameter(torch.tensor(0.5))  # a 0-d parameter, as SAC's
+    algorithm.register_buffer("count", torch.tensor(3, dtype=torch.int64))
     digest = parameter_digest(algorithm)
     with torch.no_grad():
         algorithm.net.bias.copy_(torch.from_numpy(np.nextafter(algorithm.net.bias.numpy(), 1)))
+    assert parameter_digest(algorithm) != digest
+    digest = parameter_digest(algorithm)
+    with torch.no_grad():
+        algorithm.log_alpha.add_(1e-6)
     assert parameter_digest(algorithm) != digest

@@ -266,3 +266,30 @@ def test_torchrun_stops_the_run_when_a_rank_is_killed(tmp_path):
     assert "rank      : 1" in output and "SIGKILL" in output, output[-3000:]
     # No worker is left behind.
     assert _rank_pid(launcher.pid, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("conf", "params"),
+    [
+        # Off-policy: a replay buffer per rank, random initial steps shared out.
+        (
+            "sac_pendulum.gin",
+            (
+                "create_environment.num_parallel_environments=2",
+                "TrainerConfig.initial_collect_steps=100",
+                "SacAlgorithm.mini_batch_size=64",
+                "TrainerConfig.num_iterations=80",
+            ),
+        ),
+        # Asynchronous collection: each rank runs its own actor processes.
+        ("appo_cart_pole.gin", ("TrainerConfig.num_iterations=6",)),
+    ],
+)
+def test_off_policy_and_async_algorithms_stay_identical_across_ranks(tmp_path, conf, params):
+    root = tmp_path / "run"
+    cmd = _torchrun(root, *params, "TrainerConfig.eval_interval=0", "TrainerConfig.evaluate=False")
+    cmd[cmd.index(f"--conf={CONF}")] = f"--conf={CONF.parent / conf}"
+    proc = _run(cmd, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    digests = _digests(proc.stdout)
+    assert sorted(digests) == [0, 1] and digests[0] == digests[1], proc.stdout[-2000:]

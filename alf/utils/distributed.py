@@ -226,7 +226,7 @@ def parameter_digest(module: nn.Module) -> str:
     """SHA-256 of ``module``'s parameters and buffers (names, dtypes and exact bytes)."""
     hasher = hashlib.sha256()
     for name, tensor in module.state_dict().items():
-        data = tensor.detach().cpu().contiguous()
+        data = tensor.detach().cpu().contiguous().reshape(-1)  # a 0-d tensor cannot be viewed
         hasher.update(f"{name}:{data.dtype}:{tuple(data.shape)};".encode())
         hasher.update(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
     return hasher.hexdigest()
