@@ -293,3 +293,33 @@ def test_off_policy_and_async_algorithms_stay_identical_across_ranks(tmp_path, c
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     digests = _digests(proc.stdout)
     assert sorted(digests) == [0, 1] and digests[0] == digests[1], proc.stdout[-2000:]
+
+
+def test_sigterm_to_torchrun_stops_every_rank_at_the_same_checkpointed_iteration(tmp_path):
+    root = tmp_path / "run"
+    log = tmp_path / "torchrun.txt"
+    with open(log, "w") as out:
+        launcher = subprocess.Popen(
+            _torchrun(root, *LONG_RUN),
+            cwd=tmp_path,
+            env=cli_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(lambda: checkpoint_steps(root), 120, launcher, what="the first checkpoint")
+        launcher.send_signal(signal.SIGTERM)  # torchrun passes it on to every rank
+        launcher.wait(timeout=60)
+    finally:
+        stop_process(launcher)
+    output = log.read_text()
+    stopped = re.findall(
+        r"^rank (\d): Stopped by signal at iteration (\d+); checkpoint written; parameters "
+        r"sha256 (\w+)$",
+        output,
+        re.MULTILINE,
+    )
+    assert sorted(rank for rank, _, _ in stopped) == ["0", "1"], output[-3000:]
+    (_, iteration0, digest0), (_, iteration1, digest1) = stopped
+    assert (iteration0, digest0) == (iteration1, digest1)
+    assert checkpoint_steps(root)[-1] == int(iteration0)

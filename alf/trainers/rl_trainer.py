@@ -91,7 +91,8 @@ class RLTrainer:
         self.env_steps = 0
         self.train_time_s = 0.0
         self.wall_time_s = 0.0
-        self._stop_requested = False
+        self._stop_requested = False  # this process was asked to stop
+        self._stopping = False  # ... and the ranks agreed on it (see _agree_on_stop)
         self.reached_target = False
         self.last_eval: EvalResult | None = None
         self.env: AlfEnvironment | None = None
@@ -503,7 +504,7 @@ class RLTrainer:
         self._wall_base = self.wall_time_s
         try:
             self._agree_on_stop()
-            while not self._finished() and not self._stop_requested:
+            while not self._finished() and not self._stopping:
                 self.algorithm.set_progress(self.progress())
                 self.rollout_algorithm.set_progress(self.progress())
                 tick = time.perf_counter()
@@ -557,7 +558,7 @@ class RLTrainer:
         result: dict[str, Any] = {
             "iteration": self.iteration,
             "env_steps": self.env_steps,
-            "stopped_early": self._stop_requested and not self._finished(),
+            "stopped_early": self._stopping and not self._finished(),
             "reached_target": self.reached_target,
         }
         if self.last_eval is not None:
@@ -568,12 +569,15 @@ class RLTrainer:
         """Ranks stop together: if any was asked to stop or reached the target (rank 0's
         evaluation), all are."""
         if self.distributed is None:
+            self._stopping = self._stop_requested
             return
+        # The loop reads only the agreed flags: a signal that arrives on one rank after
+        # this point is acted on by all of them at the next agreement.
         stop, target = self.distributed.all_reduce_sum(
             [self._stop_requested, self.reached_target],
             what=f"the end of iteration {self.iteration}",
         )
-        self._stop_requested, self.reached_target = stop > 0, target > 0
+        self._stopping, self.reached_target = stop > 0, target > 0
 
     def _record_operative_config(self) -> None:
         """After the first iteration: the operative config to ``config.gin`` and
