@@ -235,19 +235,23 @@ def _rank_pid(launcher_pid: int, rank: int) -> int | None:
     return None
 
 
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the rank's pid in /proc")
-def test_torchrun_stops_the_run_when_a_rank_is_killed(tmp_path):
-    root = tmp_path / "run"
-    log = tmp_path / "torchrun.txt"
+def _start_long_torchrun(root: Path, log: Path, *, new_session: bool) -> subprocess.Popen:
+    """A two-rank run with a budget it never reaches, its output going to ``log``."""
     with open(log, "w") as out:
-        launcher = subprocess.Popen(
+        return subprocess.Popen(
             _torchrun(root, *LONG_RUN),
-            cwd=tmp_path,
+            cwd=root.parent,
             env=cli_env(),
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=new_session,
         )
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the rank's pid in /proc")
+def test_torchrun_stops_the_run_when_a_rank_is_killed(tmp_path):
+    root, log = tmp_path / "run", tmp_path / "torchrun.txt"
+    launcher = _start_long_torchrun(root, log, new_session=True)
     try:
         wait_for(lambda: checkpoint_steps(root), 120, launcher, what="the first checkpoint")
         pid = _rank_pid(launcher.pid, 1)
@@ -296,16 +300,8 @@ def test_off_policy_and_async_algorithms_stay_identical_across_ranks(tmp_path, c
 
 
 def test_sigterm_to_torchrun_stops_every_rank_at_the_same_checkpointed_iteration(tmp_path):
-    root = tmp_path / "run"
-    log = tmp_path / "torchrun.txt"
-    with open(log, "w") as out:
-        launcher = subprocess.Popen(
-            _torchrun(root, *LONG_RUN),
-            cwd=tmp_path,
-            env=cli_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    root, log = tmp_path / "run", tmp_path / "torchrun.txt"
+    launcher = _start_long_torchrun(root, log, new_session=False)
     try:
         wait_for(lambda: checkpoint_steps(root), 120, launcher, what="the first checkpoint")
         launcher.send_signal(signal.SIGTERM)  # torchrun passes it on to every rank
