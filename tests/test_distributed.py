@@ -16,10 +16,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 
+from alf.algorithms import PPOAlgorithm
 from alf.algorithms.algorithm import Algorithm
-from alf.data_structures import LossInfo
+from alf.data_structures import LossInfo, StepType
 from alf.data_transformers import RunningMeanStd
 from alf.environments import create_environment
+from alf.networks import ActorDistributionNetwork, ValueNetwork
+from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.distributed import (
     DataParallelLoss,
     DistributedContext,
@@ -125,7 +128,43 @@ def _rank_checks(rank: int, context: DistributedContext) -> dict:
         out["bypass"] = None
     except RuntimeError as err:
         out["bypass"] = str(err)
+
+    # 7. PPO ranks whose trajectories hold different numbers of LAST steps (rank 1:
+    # nothing but LAST steps) still make the same updates.
+    out["ppo"] = {}
+    for recurrent in (False, True):
+        ppo, exp = _ppo_and_trajectory(recurrent=recurrent, only_last_steps=rank == 1)
+        context.broadcast_module(ppo)
+        ppo.configure_training(
+            data_parallel=DataParallelLoss(parameters=ppo.optimized_parameters, context=context)
+        )
+        stats = ppo.train_from_unroll(exp)
+        out["ppo"][recurrent] = (parameter_digest(ppo), float(stats["skipped"]))
     return out
+
+
+def _ppo_and_trajectory(*, recurrent: bool, only_last_steps: bool) -> tuple:
+    """A small PPO (2 mini-batches of 8 steps per epoch, per rank) and a 4-env, 4-step
+    trajectory of CartPole, optionally with every step made LAST."""
+    env = create_environment("CartPole-v1", 4, seed=0)
+    kwargs = {"lstm_hidden_size": 8} if recurrent else {}
+    torch.manual_seed(0)
+    ppo = PPOAlgorithm(
+        observation_spec=env.observation_spec(),
+        action_spec=env.action_spec(),
+        actor_network_ctor=functools.partial(
+            ActorDistributionNetwork, fc_layer_params=(8,), **kwargs
+        ),
+        value_network_ctor=functools.partial(ValueNetwork, fc_layer_params=(8,), **kwargs),
+        num_epochs=2,
+        mini_batch_size=8,
+        mini_batch_length=2 if recurrent else None,
+    )
+    exp = SyncUnroller(env=env, algorithm=ppo, unroll_length=4).unroll()
+    env.close()
+    if only_last_steps:
+        exp = exp._replace(step_type=torch.full_like(exp.step_type, int(StepType.LAST)))
+    return ppo, exp
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +253,18 @@ def test_a_backward_outside_compute_loss_is_refused(rank_results):
     for rank in (0, 1):
         message = rank_results[rank]["bypass"]
         assert message and "compute_loss" in message
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_ranks_with_different_numbers_of_valid_steps_make_the_same_updates(
+    rank_results, recurrent
+):
+    # Without the shared plan, rank 1 would make no update and rank 0 would wait for it
+    # in the gradient all-reduce until the timeout.
+    digest0, skipped0 = rank_results[0]["ppo"][recurrent]
+    digest1, skipped1 = rank_results[1]["ppo"][recurrent]
+    assert digest0 == digest1
+    assert skipped0 == skipped1 == 0.0
 
 
 # ---------------------------------------------------------- single process

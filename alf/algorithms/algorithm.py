@@ -112,6 +112,12 @@ class Algorithm(nn.Module):
             self._grad_scaler = torch.amp.GradScaler(self.device.type, init_scale=2.0**10)
 
     @property
+    def is_data_parallel(self) -> bool:
+        """Whether updates are averaged over the ranks of a data-parallel run (then every
+        rank must make the same number of updates, in the same order)."""
+        return self._data_parallel is not None
+
+    @property
     def optimized_parameters(self) -> list[torch.Tensor]:
         """The parameters the optimizer updates (creating the optimizer if needed)."""
         self.optimizer  # noqa: B018 - fills self._optimized

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -79,7 +79,9 @@ class OnPolicyAlgorithm(RLAlgorithm):
         valid = valid_mask(exp.step_type)
         with torch.no_grad():
             exp = self.preprocess_experience(exp)
-        if not valid.any():  # e.g. unroll_length 1 and every environment just ended
+        if not valid.any() and not self.is_data_parallel:
+            # E.g. unroll_length 1 and every environment just ended. (A rank of a
+            # data-parallel run still takes part in every update, see _train_steps.)
             self.after_train_iter()
             return summarize_updates([], 0)
         if self.is_recurrent:
@@ -89,10 +91,15 @@ class OnPolicyAlgorithm(RLAlgorithm):
         self.after_train_iter()
         return summarize_updates(stats, num_skipped)
 
-    def _epochs(self, num_items: int, items_per_batch: int) -> Iterator[torch.Tensor | None]:
-        """Per epoch, ``ceil(num_items / items_per_batch)`` shuffled index batches of
-        nearly equal size (None: one batch of everything, in order)."""
-        num_batches = -(-num_items // min(items_per_batch, num_items))
+    def _epochs(
+        self, num_items: int, items_per_batch: int, num_planned: int | None = None
+    ) -> Iterator[torch.Tensor | None]:
+        """Per epoch, ``ceil(num_planned / items_per_batch)`` shuffled index batches of
+        the ``num_items`` items, of nearly equal size (None: one batch of everything, in
+        order). ``num_planned`` defaults to ``num_items``; a data-parallel run plans by a
+        count that is the same on every rank, so that all ranks make as many updates."""
+        num_planned = num_items if num_planned is None else num_planned
+        num_batches = -(-num_planned // max(1, min(items_per_batch, num_planned)))
         for _ in range(self.num_epochs):
             if num_batches == 1:
                 yield None
@@ -109,16 +116,39 @@ class OnPolicyAlgorithm(RLAlgorithm):
     def _train_steps(
         self, exp: Experience, valid: torch.Tensor
     ) -> tuple[list[dict[str, Any]], int]:
-        flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[valid], exp)
+        all_rows = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), exp)
+        flat = nest.map_structure(lambda x: x[valid], all_rows)
         num_steps = int(valid.sum())
+        # Ranks drop different numbers of LAST steps: they plan by all rows instead.
+        planned = valid.numel() if self.is_data_parallel else num_steps
         stats: list[dict[str, Any]] = []
         num_skipped = 0
-        for index in self._epochs(num_steps, self.mini_batch_size or num_steps):
+        for index in self._epochs(num_steps, self.mini_batch_size or planned, planned):
             mini = flat
             if index is not None:
                 mini = nest.map_structure(lambda x, i=index: x[i], flat)
+            if mini.step_type.shape[0] == 0:
+                one_row = nest.map_structure(lambda x: x[:1], all_rows)
+                num_skipped += self._update_with_zero_loss(self._batch_loss, one_row)
+                continue
             num_skipped += not self._record(self.update_on(mini), stats)
         return stats, num_skipped
+
+    def _update_with_zero_loss(self, loss_fn: Callable[..., LossInfo], *args: Any) -> int:
+        """Takes part in an update without data. A rank of a data-parallel run whose
+        mini-batch has no valid step must still join the update (the other ranks wait
+        in its gradient all-reduce): ``loss_fn(*args)`` on ignored steps, times zero,
+        adds a zero gradient. Returns 1 if the update was skipped."""
+
+        def zero_loss(*inputs: Any) -> LossInfo:
+            loss_info = loss_fn(*inputs)
+            return loss_info._replace(loss=loss_info.loss * 0.0)
+
+        update = self.update_with_gradient(self.compute_loss(zero_loss, *args))
+        if "skipped" in update:
+            return 1
+        self.after_update()
+        return 0
 
     def _train_sequences(
         self, exp: Experience, valid: torch.Tensor
@@ -146,6 +176,10 @@ class OnPolicyAlgorithm(RLAlgorithm):
             if index is not None:
                 mini = nest.map_structure(lambda x, i=index: x[:, i], sequences)
                 mask = valid[:, index]
+            if self.is_data_parallel and not mask.any():
+                everything = torch.ones_like(mask)
+                num_skipped += self._update_with_zero_loss(self._sequence_loss, mini, everything)
+                continue
             num_skipped += not self._record(self.update_on_sequence(mini, mask), stats)
         return stats, num_skipped
 
