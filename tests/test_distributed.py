@@ -376,3 +376,16 @@ def test_parameter_digest_sees_every_bit():
     with torch.no_grad():
         algorithm.log_alpha.add_(1e-6)
     assert parameter_digest(algorithm) != digest
+
+
+def test_float16_loss_scale_is_checkpointed():
+    algorithm = _Regression()
+    algorithm.configure_training(mixed_precision="float16")
+    x, y = _data(0)
+    algorithm.update_with_gradient(algorithm.compute_loss(algorithm.loss, x * 10, y + 1e3))
+    state = algorithm.checkpoint_state()
+    assert state["grad_scaler"]["scale"] == 512.0  # lowered once by the overflow
+    restored = _Regression()
+    restored.load_checkpoint_state(state)  # before configure_training, as the trainer does
+    restored.configure_training(mixed_precision="float16")
+    assert restored._grad_scaler.get_scale() == 512.0

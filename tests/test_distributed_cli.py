@@ -287,9 +287,31 @@ def test_torchrun_stops_the_run_when_a_rank_is_killed(tmp_path):
         ),
         # Asynchronous collection: each rank runs its own actor processes.
         ("appo_cart_pole.gin", ("TrainerConfig.num_iterations=6",)),
+        # Both: actors feed each rank's replay buffer at their own pace.
+        (
+            "async_sac_pendulum.gin",
+            (
+                "create_environment.num_parallel_environments=4",
+                "TrainerConfig.initial_collect_steps=200",
+                "SacAlgorithm.mini_batch_size=64",
+                "TrainerConfig.num_iterations=40",
+            ),
+        ),
+        # Updates that leave the actor without a gradient need find_unused_parameters.
+        (
+            "td3_pendulum.gin",
+            (
+                "create_environment.num_parallel_environments=2",
+                "TrainerConfig.initial_collect_steps=100",
+                "Td3Algorithm.mini_batch_size=64",
+                "TrainerConfig.num_iterations=80",
+                "TrainerConfig.find_unused_parameters=True",
+            ),
+        ),
     ],
 )
 def test_off_policy_and_async_algorithms_stay_identical_across_ranks(tmp_path, conf, params):
+    """Every rank makes the same updates (or the run would hang or fail its checks)."""
     root = tmp_path / "run"
     cmd = _torchrun(root, *params, "TrainerConfig.eval_interval=0", "TrainerConfig.evaluate=False")
     cmd[cmd.index(f"--conf={CONF}")] = f"--conf={CONF.parent / conf}"
@@ -319,3 +341,19 @@ def test_sigterm_to_torchrun_stops_every_rank_at_the_same_checkpointed_iteration
     (_, iteration0, digest0), (_, iteration1, digest1) = stopped
     assert (iteration0, digest0) == (iteration1, digest1)
     assert checkpoint_steps(root)[-1] == int(iteration0)
+
+
+def test_an_update_without_gradients_for_some_parameters_is_a_clear_error(tmp_path):
+    root = tmp_path / "run"
+    params = (
+        "create_environment.num_parallel_environments=2",
+        "TrainerConfig.initial_collect_steps=100",
+        "Td3Algorithm.mini_batch_size=64",
+        "TrainerConfig.num_iterations=80",
+        "TrainerConfig.evaluate=False",
+    )
+    cmd = _torchrun(root, *params)
+    cmd[cmd.index(f"--conf={CONF}")] = f"--conf={CONF.parent / 'td3_pendulum.gin'}"
+    proc = _run(cmd, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "set TrainerConfig.find_unused_parameters = True" in proc.stderr, proc.stderr[-3000:]

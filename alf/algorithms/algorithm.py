@@ -77,6 +77,7 @@ class Algorithm(nn.Module):
         self._data_parallel: DataParallelLoss | None = None
         self._autocast_dtype: torch.dtype | None = None
         self._grad_scaler: torch.amp.GradScaler | None = None
+        self._restored_scaler_state: dict[str, Any] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -110,6 +111,8 @@ class Algorithm(nn.Module):
         self._grad_scaler = None
         if mixed_precision == "float16":
             self._grad_scaler = torch.amp.GradScaler(self.device.type, init_scale=2.0**10)
+            if self._restored_scaler_state is not None:
+                self._grad_scaler.load_state_dict(self._restored_scaler_state)
 
     @property
     def is_data_parallel(self) -> bool:
@@ -217,10 +220,18 @@ class Algorithm(nn.Module):
         return {"skipped": 1.0}
 
     def checkpoint_state(self) -> dict[str, Any]:
-        """Everything needed to resume: parameters, buffers and optimizer state."""
-        return {"module": self.state_dict(), "optimizer": self.optimizer.state_dict()}
+        """Everything needed to resume: parameters, buffers, optimizer state (and the
+        float16 loss scale)."""
+        state = {"module": self.state_dict(), "optimizer": self.optimizer.state_dict()}
+        if self._grad_scaler is not None:
+            state["grad_scaler"] = self._grad_scaler.state_dict()
+        return state
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         """Restores :meth:`checkpoint_state`; raises ``RuntimeError`` naming mismatched keys."""
         self.load_state_dict(state["module"])
         self.optimizer.load_state_dict(state["optimizer"])
+        # Applied now or by configure_training(mixed_precision="float16").
+        self._restored_scaler_state = state.get("grad_scaler")
+        if self._grad_scaler is not None and self._restored_scaler_state is not None:
+            self._grad_scaler.load_state_dict(self._restored_scaler_state)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -116,8 +116,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
     def _train_steps(
         self, exp: Experience, valid: torch.Tensor
     ) -> tuple[list[dict[str, Any]], int]:
-        all_rows = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), exp)
-        flat = nest.map_structure(lambda x: x[valid], all_rows)
+        flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[valid], exp)
         num_steps = int(valid.sum())
         # Ranks drop different numbers of LAST steps: they plan by all rows instead.
         planned = valid.numel() if self.is_data_parallel else num_steps
@@ -128,23 +127,21 @@ class OnPolicyAlgorithm(RLAlgorithm):
             if index is not None:
                 mini = nest.map_structure(lambda x, i=index: x[i], flat)
             if mini.step_type.shape[0] == 0:
-                one_row = nest.map_structure(lambda x: x[:1], all_rows)
-                num_skipped += self._update_with_zero_loss(self._batch_loss, one_row)
+                num_skipped += self._update_with_zero_loss()
                 continue
             num_skipped += not self._record(self.update_on(mini), stats)
         return stats, num_skipped
 
-    def _update_with_zero_loss(self, loss_fn: Callable[..., LossInfo], *args: Any) -> int:
+    def _update_with_zero_loss(self) -> int:
         """Takes part in an update without data. A rank of a data-parallel run whose
         mini-batch has no valid step must still join the update (the other ranks wait
-        in its gradient all-reduce): ``loss_fn(*args)`` on ignored steps, times zero,
-        adds a zero gradient. Returns 1 if the update was skipped."""
+        in its gradient all-reduce): a loss of zero times every optimized parameter adds
+        a zero gradient. Returns 1 if the update was skipped."""
 
-        def zero_loss(*inputs: Any) -> LossInfo:
-            loss_info = loss_fn(*inputs)
-            return loss_info._replace(loss=loss_info.loss * 0.0)
+        def zero_loss() -> LossInfo:
+            return LossInfo(loss=sum((p * 0.0).sum() for p in self.optimized_parameters))
 
-        update = self.update_with_gradient(self.compute_loss(zero_loss, *args))
+        update = self.update_with_gradient(self.compute_loss(zero_loss))
         if "skipped" in update:
             return 1
         self.after_update()
@@ -177,8 +174,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
                 mini = nest.map_structure(lambda x, i=index: x[:, i], sequences)
                 mask = valid[:, index]
             if self.is_data_parallel and not mask.any():
-                everything = torch.ones_like(mask)
-                num_skipped += self._update_with_zero_loss(self._sequence_loss, mini, everything)
+                num_skipped += self._update_with_zero_loss()
                 continue
             num_skipped += not self._record(self.update_on_sequence(mini, mask), stats)
         return stats, num_skipped

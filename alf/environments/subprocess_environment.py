@@ -56,10 +56,12 @@ def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
     """Body of a worker process: builds its group of envs, then serves commands.
 
     Replies are ``("ok", payload)`` or ``("error", formatted_traceback)``. The worker
-    ignores SIGINT (the parent shuts it down) and exits on ``close``, on EOF of its pipe,
-    or when its parent process is gone.
+    ignores SIGINT and SIGTERM (a signal to the whole process group, e.g. from
+    ``torchrun``, is the parent's to handle; it shuts the worker down) and exits on
+    ``close``, on EOF of its pipe, or when its parent process is gone.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     env = None
     views: list[torch.Tensor] = []

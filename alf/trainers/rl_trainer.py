@@ -300,11 +300,12 @@ class RLTrainer:
 
     def _train_iteration(self) -> tuple[dict[str, float], int]:
         """Collects and trains once; returns the statistics and this rank's env steps."""
-        if isinstance(self.unroller, AsyncUnroller):
-            return self._train_iteration_async()
         try:
+            if isinstance(self.unroller, AsyncUnroller):
+                return self._train_iteration_async()
             return self._train_iteration_sync()
         finally:
+            # The CPU copy collects (sync) and evaluates (both).
             self._refresh_rollout_algorithm()
 
     def _train_iteration_sync(self) -> tuple[dict[str, float], int]:
@@ -344,7 +345,15 @@ class RLTrainer:
                 algorithm.observe_for_replay(fragment.new_rows())
             stored = algorithm.replay_buffer.total_size
             ready = stored >= self._rank_share(self.config.initial_collect_steps)
-            if ready and algorithm.can_train():
+            ready = ready and algorithm.can_train()
+            if self.distributed is not None:
+                # What the actors delivered so far differs by rank: train only when all
+                # ranks can (all of them join every update).
+                (not_ready,) = self.distributed.all_reduce_sum(
+                    [not ready], what="the replay-readiness check"
+                )
+                ready = not_ready == 0
+            if ready:
                 stats = algorithm.train_from_replay()
         unroller.publish(self.algorithm)
         return stats, unroller.env_steps_taken - steps_before
@@ -385,10 +394,15 @@ class RLTrainer:
     def _restore_rng(self, state: dict[str, Any]) -> None:
         rank = 0 if self.distributed is None else self.distributed.rank
         per_rank = state.get("torch_rng_per_rank")
+        cuda_per_rank = state.get("cuda_rng_per_rank")
         if per_rank is not None and len(per_rank) == self._world_size:
             torch.set_rng_state(per_rank[rank])
+            if cuda_per_rank is not None and self.device.type == "cuda":
+                torch.cuda.set_rng_state(cuda_per_rank[rank], self.device)
         elif rank == 0 and "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
+            if "cuda_rng" in state and self.device.type == "cuda":
+                torch.cuda.set_rng_state(state["cuda_rng"], self.device)
         else:  # a rank the checkpoint's run did not have
             torch.manual_seed(
                 self.config.random_seed + rank * RANK_SEED_STRIDE + int(state["env_steps"])
@@ -401,10 +415,15 @@ class RLTrainer:
         In a data-parallel run, this is a collective that also checks that every rank
         holds the same parameters (:class:`~alf.utils.distributed.DistributedError` if
         not)."""
+        cuda_rng = None
+        if self.device.type == "cuda":
+            cuda_rng = torch.cuda.get_rng_state(self.device)
         rng_per_rank = None
         if self.distributed is not None:
             what = f"the checkpoint of iteration {self.iteration}"
-            rng_per_rank = self.distributed.all_gather_object(torch.get_rng_state(), what=what)
+            rng_per_rank = self.distributed.all_gather_object(
+                (torch.get_rng_state(), cuda_rng), what=what
+            )
             self.distributed.check_identical(self.algorithm, what=what)
             if not self.is_main:
                 return None
@@ -418,9 +437,13 @@ class RLTrainer:
             "bindings": alf_config.current_bindings(),
             "algorithm": to_device(self.algorithm.checkpoint_state(), "cpu"),
         }
+        if cuda_rng is not None:
+            state["cuda_rng"] = cuda_rng
         if rng_per_rank is not None:
             state["world_size"] = self._world_size
-            state["torch_rng_per_rank"] = rng_per_rank
+            state["torch_rng_per_rank"] = [cpu for cpu, _ in rng_per_rank]
+            if cuda_rng is not None:
+                state["cuda_rng_per_rank"] = [cuda for _, cuda in rng_per_rank]
         if self.off_policy and self.algorithm.replay_buffer.enable_checkpoint:  # single process
             state["replay_buffer"] = self.algorithm.replay_buffer.checkpoint_state()
         return self.checkpointer.save(self.iteration, state)
@@ -511,8 +534,7 @@ class RLTrainer:
                 stats, steps = self._train_iteration()
                 elapsed = time.perf_counter() - tick
                 self.iteration += 1
-                # Every rank steps as many environments per iteration.
-                self.env_steps += steps * self._world_size
+                self.env_steps += self._run_steps(steps)
                 self.train_time_s += elapsed
                 report.add_iteration(steps, elapsed, *self.unroller.episodes.pop_completed())
 
@@ -564,6 +586,16 @@ class RLTrainer:
         if self.last_eval is not None:
             result["eval_average_return"] = self.last_eval.average_return
         return result
+
+    def _run_steps(self, steps: int) -> int:
+        """The run's env steps of an iteration in which this rank took ``steps``."""
+        if self.distributed is None:
+            return steps
+        if not isinstance(self.unroller, AsyncUnroller):
+            return steps * self._world_size  # every rank steps as many environments
+        # Actors' fragments (some dropped as too old) arrive at each rank's own pace.
+        (total,) = self.distributed.all_reduce_sum([steps], what="counting env steps")
+        return int(total)
 
     def _agree_on_stop(self) -> None:
         """Ranks stop together: if any was asked to stop or reached the target (rank 0's

@@ -41,9 +41,9 @@ __all__ = [
 ]
 
 _COMMUNICATION_ERROR = re.compile(
-    r"gloo|nccl|connection (reset|closed|refused)|broken pipe|timed out|timeout|peer",
-    re.IGNORECASE,
+    r"gloo|nccl|connection (reset|closed|refused)|broken pipe|timed out", re.IGNORECASE
 )
+_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
 
 
 class DistributedError(RuntimeError):
@@ -335,8 +335,17 @@ class DataParallelLoss:
 
     def __call__(self, loss_fn: Callable[..., Any], *args: Any) -> Any:
         """``loss_fn(*args)``, run as DDP's forward."""
-        with self.context.communicating("DDP's forward"):
-            result, self._flag_output = self._ddp(loss_fn, *args)
+        try:
+            with self.context.communicating("DDP's forward"):
+                result, self._flag_output = self._ddp(loss_fn, *args)
+        except RuntimeError as err:
+            if _UNUSED_PARAMETERS not in str(err):
+                raise
+            raise ValueError(
+                "An update left some optimized parameters without a gradient (e.g. an "
+                "actor updated only every few steps), which DistributedDataParallel does "
+                "not expect: set TrainerConfig.find_unused_parameters = True"
+            ) from err
         return result
 
     def backward(self, loss: torch.Tensor) -> bool:
