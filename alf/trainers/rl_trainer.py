@@ -17,16 +17,22 @@ from alf.data_structures import StepType
 from alf.environments import AlfEnvironment, create_environment
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.trainers.algorithm_builder import algorithm_factory, build_algorithm, load_into
-from alf.trainers.checkpointer import Checkpointer, CheckpointError
+from alf.trainers.checkpointer import Checkpointer
 from alf.trainers.data_parallel import (
     RANK_SEED_STRIDE,
     divide_mini_batch,
     enable_data_parallel,
 )
 from alf.trainers.evaluator import EvalResult, Evaluator
+from alf.trainers.resume import (
+    check_resumed_config,
+    gather_rng_states,
+    read_resume_state,
+    restore_rng_states,
+)
 from alf.trainers.run_lock import RunDirLock
 from alf.trainers.train_report import TrainingReport
-from alf.trainers.trainer_config import RESUMABLE_SETTINGS, TrainerConfig
+from alf.trainers.trainer_config import TrainerConfig
 from alf.unrollers.async_unroller import AsyncUnroller
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.device import to_device
@@ -112,7 +118,9 @@ class RLTrainer:
         )
         # Read and check the checkpoint before building anything, so a bad one fails fast
         # and nothing in root_dir is touched.
-        resume_path, resume_state = self._read_resume_state()
+        resume_path, resume_state = read_resume_state(
+            self.checkpointer, CHECKPOINT_KEYS, self.distributed
+        )
         context = self.distributed
         rank = 0 if context is None else context.rank
         local_rank = 0 if context is None else context.local_rank
@@ -164,7 +172,8 @@ class RLTrainer:
         if resume_state is not None:
             # After the environments are built (a bad env id is the clearer error), and
             # before anything in root_dir is written.
-            self._check_config(resume_state, resume_path)
+            if not config.allow_config_change:
+                check_resumed_config(resume_state, resume_path, root_dir)
             self._restore(resume_state, resume_path)
         if context is not None:
             divide_mini_batch(self.algorithm, context)
@@ -200,24 +209,6 @@ class RLTrainer:
         """Copies the trained parameters and statistics into the CPU collection copy."""
         if self.rollout_algorithm is not self.algorithm:
             self.rollout_algorithm.load_state_dict(self.algorithm.state_dict())
-
-    def _read_resume_state(self) -> tuple[str | None, dict[str, Any] | None]:
-        """The newest checkpoint's path and contents, read by rank 0 and sent to the
-        others (None, None for a fresh run)."""
-        reply: tuple[Any, ...] = (None, None)
-        if self.is_main:
-            step = self.checkpointer.latest_step()
-            try:
-                if step is not None:
-                    path = self.checkpointer.path(step)
-                    reply = (path, self.checkpointer.load(step, CHECKPOINT_KEYS))
-            except CheckpointError as err:
-                reply = ("error", str(err))
-        if self.distributed is not None:
-            reply = self.distributed.broadcast_object(reply, what="reading the checkpoint")
-        if reply[0] == "error":
-            raise CheckpointError(reply[1])
-        return reply
 
     def _setup_unroll_and_replay(self, config: TrainerConfig, seed: int) -> None:
         if not self.off_policy:
@@ -359,27 +350,18 @@ class RLTrainer:
         return stats, unroller.env_steps_taken - steps_before
 
     # ----------------------------------------------------------------- state
-    def _check_config(self, state: dict[str, Any], path: str) -> None:
-        if self.config.allow_config_change or "bindings" not in state:
-            return
-        differences = alf_config.diff_bindings(
-            dict(state["bindings"]), alf_config.current_bindings(), RESUMABLE_SETTINGS
-        )
-        if differences:
-            raise CheckpointError(
-                f"root_dir '{self.root_dir}' holds a run whose config differs from this one "
-                f"(newest checkpoint '{path}'):\n  " + "\n  ".join(differences) + "\nUse "
-                "another --root_dir, or resume with the original config (add "
-                "--conf_param=TrainerConfig.allow_config_change=True to accept the change)."
-            )
-
     def _restore(self, state: dict[str, Any], path: str) -> None:
         load_into(self.algorithm, state, path)
         self.iteration = int(state["iteration"])
         self.env_steps = int(state["env_steps"])
         self.train_time_s = float(state.get("train_time_s", 0.0))
         self.wall_time_s = float(state.get("wall_time_s", self.train_time_s))
-        self._restore_rng(state)
+        restore_rng_states(
+            state,
+            device=self.device,
+            distributed=self.distributed,
+            random_seed=self.config.random_seed,
+        )
         if self.off_policy and "replay_buffer" in state and self.distributed is None:
             buffer = self.algorithm.replay_buffer
             if buffer.enable_checkpoint:
@@ -391,23 +373,6 @@ class RLTrainer:
             "Resumed from %s (iteration %d, %d env steps)", path, self.iteration, self.env_steps
         )
 
-    def _restore_rng(self, state: dict[str, Any]) -> None:
-        rank = 0 if self.distributed is None else self.distributed.rank
-        per_rank = state.get("torch_rng_per_rank")
-        cuda_per_rank = state.get("cuda_rng_per_rank")
-        if per_rank is not None and len(per_rank) == self._world_size:
-            torch.set_rng_state(per_rank[rank])
-            if cuda_per_rank is not None and self.device.type == "cuda":
-                torch.cuda.set_rng_state(cuda_per_rank[rank], self.device)
-        elif rank == 0 and "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])
-            if "cuda_rng" in state and self.device.type == "cuda":
-                torch.cuda.set_rng_state(state["cuda_rng"], self.device)
-        else:  # a rank the checkpoint's run did not have
-            torch.manual_seed(
-                self.config.random_seed + rank * RANK_SEED_STRIDE + int(state["env_steps"])
-            )
-
     def save_checkpoint(self) -> str | None:
         """Writes a checkpoint of the current iteration; returns its path (None on ranks
         other than 0, which only contribute their random-number state).
@@ -415,15 +380,9 @@ class RLTrainer:
         In a data-parallel run, this is a collective that also checks that every rank
         holds the same parameters (:class:`~alf.utils.distributed.DistributedError` if
         not)."""
-        cuda_rng = None
-        if self.device.type == "cuda":
-            cuda_rng = torch.cuda.get_rng_state(self.device)
-        rng_per_rank = None
+        what = f"the checkpoint of iteration {self.iteration}"
+        rng_states = gather_rng_states(self.device, self.distributed, what=what)
         if self.distributed is not None:
-            what = f"the checkpoint of iteration {self.iteration}"
-            rng_per_rank = self.distributed.all_gather_object(
-                (torch.get_rng_state(), cuda_rng), what=what
-            )
             self.distributed.check_identical(self.algorithm, what=what)
             if not self.is_main:
                 return None
@@ -433,17 +392,10 @@ class RLTrainer:
             "env_steps": self.env_steps,
             "train_time_s": self.train_time_s,
             "wall_time_s": self._wall_time(),
-            "torch_rng": torch.get_rng_state(),
+            **rng_states,
             "bindings": alf_config.current_bindings(),
             "algorithm": to_device(self.algorithm.checkpoint_state(), "cpu"),
         }
-        if cuda_rng is not None:
-            state["cuda_rng"] = cuda_rng
-        if rng_per_rank is not None:
-            state["world_size"] = self._world_size
-            state["torch_rng_per_rank"] = [cpu for cpu, _ in rng_per_rank]
-            if cuda_rng is not None:
-                state["cuda_rng_per_rank"] = [cuda for _, cuda in rng_per_rank]
         if self.off_policy and self.algorithm.replay_buffer.enable_checkpoint:  # single process
             state["replay_buffer"] = self.algorithm.replay_buffer.checkpoint_state()
         return self.checkpointer.save(self.iteration, state)
