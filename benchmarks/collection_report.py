@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from collection_common import CARTPOLE, RAW_NUM_ENVS
 from common import fmt_num, format_table
 
-CARTPOLE = "CartPole-v1"
-RAW_NUM_ENVS = 16
 
 def percent(value: float | None, ref: float | None) -> str:
     """``value`` as a percentage of ``ref``, or ``-``."""
@@ -17,6 +16,7 @@ def percent(value: float | None, ref: float | None) -> str:
 
 
 def report(results: dict[str, Any]) -> str:
+    """The printed report: one table per measured section, the targets and the notes."""
     out: list[str] = []
     m, s = results["machine"], results["settings"]
     out.append("== ALF collection benchmark ==")
@@ -176,6 +176,7 @@ def autogroup_enabled() -> bool | None:
 
 
 def warnings_about(results: dict[str, Any]) -> list[str]:
+    """Warnings about the load on the machine while the benchmark ran."""
     m = results["machine"]
     nproc = m.get("cpus_available") or m.get("nproc") or 1
     loads = [m.get("load_average_1_5_15min"), m.get("load_average_at_end")]
@@ -193,6 +194,3 @@ def warnings_about(results: dict[str, Any]) -> list[str]:
                 "the learner: async runs then get no more CPU than sync (see 'train CPU "
                 "share') and cannot be faster.")
     return notes
-
-
-# ------------------------------------------------------------------------------ main

@@ -1,0 +1,189 @@
+"""Section 2 of ``collection.py``: sampler-only steps/s (collection, no training).
+
+A 2x64 tanh MLP PPO policy collects on EnvPool ``CartPole-v1``. *sync*
+(:func:`worker_sampler_sync`): a ``SyncUnroller`` whose ``unroll()`` is called
+repeatedly, followed by a per-step breakdown (``env.step``, EnvPool's own step,
+``rollout_step``, the rest of the unroller) and optionally a cProfile of ``unroll()``.
+*async* (:func:`worker_sampler_async`): an ``AsyncUnroller`` with ``num_actors`` actor
+processes whose ``collect()`` is called repeatedly, with ``publish()`` after every call.
+Each runs in a fresh subprocess started as ``collection.py --worker sampler_sync`` or
+``--worker sampler_async``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from collection_common import CARTPOLE, quiet_warnings, rate_loop, timed
+
+
+def _envpool_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``create_environment`` keyword arguments for ``--sampler_envpool_threads``."""
+    if args.sampler_envpool_threads is None:
+        return {}
+    return {"env_kwargs": {"num_threads": args.sampler_envpool_threads}}
+
+
+def _ppo_factory() -> Callable[..., Any]:
+    """A cloudpicklable ``(observation_spec=, action_spec=) -> PPOAlgorithm`` with two
+    separate 2x64 tanh MLPs."""
+    from alf.algorithms.ppo import PPOAlgorithm
+    from alf.networks import ActorDistributionNetwork, ValueNetwork
+
+    return functools.partial(
+        PPOAlgorithm,
+        actor_network_ctor=functools.partial(
+            ActorDistributionNetwork, fc_layer_params=(64, 64), activation="tanh"),
+        value_network_ctor=functools.partial(
+            ValueNetwork, fc_layer_params=(64, 64), activation="tanh"),
+    )
+
+
+def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
+    """Per batched step: microseconds in ``env.step`` (and in EnvPool's own step inside
+    it), in ``rollout_step``, and in the rest of ``SyncUnroller.unroll``."""
+    env, algorithm = unroller.env, unroller.algorithm
+    env_s: list[float] = []
+    policy_s: list[float] = []
+    pool_s: list[float] = []
+    env.step = timed(env.step, env_s)
+    algorithm.rollout_step = timed(algorithm.rollout_step, policy_s)
+    pool = getattr(env, "envpool_env", None)
+    try:
+        if pool is not None:
+            pool.step = timed(pool.step, pool_s)
+    except (AttributeError, TypeError):
+        pool = None
+    calls = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        unroller.unroll()
+        calls += 1
+    total = time.perf_counter() - start
+    rows = calls * unroller.unroll_length
+    per = 1e6 / rows
+    result = {
+        "per_step_total_us": total * per,
+        "per_step_env_us": sum(env_s) * per,
+        "per_step_policy_us": sum(policy_s) * per,
+        "per_step_other_us": (total - sum(env_s) - sum(policy_s)) * per,
+    }
+    if pool is not None and pool_s:
+        result["per_step_envpool_raw_us"] = sum(pool_s) * per
+        result["per_step_env_wrapper_us"] = (sum(env_s) - sum(pool_s)) * per
+    del env.step, algorithm.rollout_step
+    if pool is not None and pool_s:
+        del pool.step
+    return result
+
+
+def _profile_unroll(unroller: Any, calls: int, top: int = 25) -> str:
+    """cProfile of ``calls`` calls of ``unroller.unroll()``: the ``top`` functions by own
+    time."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        unroller.unroll()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def worker_sampler_sync(args: argparse.Namespace) -> dict[str, Any]:
+    """Section 2, sync: ``SyncUnroller.unroll()`` with a 2x64 PPO policy, no training."""
+    quiet_warnings()
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    from alf.environments import create_environment
+    from alf.unrollers import SyncUnroller
+
+    n, length = args.num_envs, args.unroll_length
+    env = create_environment(CARTPOLE, n, seed=0, vectorization_mode="envpool",
+                             **_envpool_kwargs(args))
+    algorithm = _ppo_factory()(observation_spec=env.observation_spec(),
+                               action_spec=env.action_spec())
+    algorithm.eval()
+    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=length)
+    try:
+        rate = rate_loop(unroller.unroll, n * length, args.seconds, args.warmup_s, chunk=1)
+        result: dict[str, Any] = {"mode": "sync", "num_envs": n, "unroll_length": length,
+                                  "num_actors": 0, **rate}
+        result.update(_sync_breakdown(unroller, max(1.0, args.seconds / 4)))
+        if args.profile:
+            result["profile"] = _profile_unroll(unroller, calls=max(1, 3200 // length))
+    finally:
+        unroller.close()
+    result["torch_num_threads"] = torch.get_num_threads()
+    return result
+
+
+def worker_sampler_async(args: argparse.Namespace) -> dict[str, Any]:
+    """Section 2, async: ``AsyncUnroller.collect()`` + ``publish()`` in a loop."""
+    quiet_warnings()
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    from alf.environments import create_environment
+    from alf.unrollers import AsyncUnroller
+
+    n, length, actors = args.num_envs, args.unroll_length, args.num_actors
+    factory = _ppo_factory()
+    env_factory = functools.partial(create_environment, CARTPOLE, vectorization_mode="envpool",
+                                    **_envpool_kwargs(args))
+    spec_env = create_environment(CARTPOLE, 1, seed=0, vectorization_mode="envpool")
+    algorithm = factory(observation_spec=spec_env.observation_spec(),
+                        action_spec=spec_env.action_spec())
+    spec_env.close()
+    built = time.perf_counter()
+    unroller = AsyncUnroller(
+        env_factory=env_factory,
+        algorithm=algorithm,
+        algorithm_factory=factory,
+        num_envs=n,
+        unroll_length=length,
+        seed=0,
+        num_actors=actors,
+        fragments_per_iteration=actors,
+    )
+    try:
+        unroller.collect()
+        unroller.publish(algorithm)
+        startup_s = time.perf_counter() - built
+        deadline = time.perf_counter() + args.warmup_s
+        while time.perf_counter() < deadline:
+            unroller.collect()
+            unroller.publish(algorithm)
+        unroller.pop_stats()
+        steps = 0
+        start = time.perf_counter()
+        while True:
+            fragments = unroller.collect()
+            unroller.publish(algorithm)
+            steps += len(fragments) * unroller.steps_per_unroll
+            now = time.perf_counter()
+            if now - start >= args.seconds:
+                break
+        stats = unroller.pop_stats()
+    finally:
+        unroller.close()
+    elapsed = now - start
+    return {
+        "mode": "async", "num_envs": n, "unroll_length": length, "num_actors": actors,
+        "steps_per_s": steps / elapsed, "measured_s": elapsed, "startup_s": startup_s,
+        "learner_wait_fraction": stats.get("async/learner_wait_fraction"),
+        "policy_lag_mean": stats.get("async/policy_lag_mean"),
+        "actor_env_steps_per_s": stats.get("async/actor_env_steps_per_second"),
+        "torch_num_threads": torch.get_num_threads(),
+    }
