@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -55,6 +56,13 @@ def cli_env() -> dict[str, str]:
     env["MKL_NUM_THREADS"] = "1"
     env["SDL_VIDEODRIVER"] = "dummy"
     return env
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (for a rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def train_cmd(root: Path | str, *params: str, conf: Path | str | None = CONF) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import pickle
-import socket
 import traceback
 
 import numpy as np
@@ -15,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
+from helpers_cli import free_port
 
 from alf.algorithms import PPOAlgorithm
 from alf.algorithms.algorithm import Algorithm
@@ -169,9 +169,7 @@ def _ppo_and_trajectory(*, recurrent: bool, only_last_steps: bool) -> tuple:
 
 @pytest.fixture(scope="module")
 def rank_results() -> dict[int, dict]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = [ctx.Process(target=_rank_main, args=(r, port, results)) for r in range(WORLD_SIZE)]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from helpers_cli import (
     checkpoint_steps,
     cli_env,
     eval_records,
+    free_port,
     read_progress,
     stop_process,
     train_records,
@@ -41,12 +41,6 @@ LEARNING_BUDGET = 40_960
 RANK_KILL_DEADLINE_S = 60
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _train_args(root: Path, *params: str) -> list[str]:
     return [
         "-m",
@@ -64,7 +58,7 @@ def _torchrun(root: Path, *params: str, nproc: int = 2) -> list[str]:
         "torch.distributed.run",
         f"--nproc_per_node={nproc}",
         "--rdzv_backend=c10d",
-        f"--rdzv_endpoint=127.0.0.1:{_free_port()}",
+        f"--rdzv_endpoint=127.0.0.1:{free_port()}",
         *_train_args(root, *params),
     ]
 
@@ -190,7 +184,7 @@ LONG_RUN = (
 @pytest.mark.parametrize("failure", ["killed", "hung"])
 def test_surviving_rank_exits_with_an_error_when_the_other_dies_or_hangs(tmp_path, failure):
     root = tmp_path / "run"
-    port = _free_port()
+    port = free_port()
     params = (*LONG_RUN, "TrainerConfig.distributed_timeout_s=10")
     rank0, log0 = _start_rank(0, root, port, tmp_path, *params)
     rank1, log1 = _start_rank(1, root, port, tmp_path, *params)

@@ -119,8 +119,9 @@ class OffPolicyAlgorithm(RLAlgorithm):
         transformer = self.data_transformer
         if transformer.has_update_mode("rollout"):
             # Statistics from the new steps; the transformed batch itself is not needed.
-            padded = to_device(transformer.pad_history(exp), self.device)
-            transformer.transform_experience(padded, update="rollout")
+            transformer.transform_experience(
+                self._to_training_device(transformer.pad_history(exp)), update="rollout"
+            )
 
     def _sample_offline(self, n: int) -> Experience:
         sizes = torch.tensor([float(b.total_size) for b in self._offline_buffers])
@@ -160,9 +161,15 @@ class OffPolicyAlgorithm(RLAlgorithm):
             )
         batch = parts[0] if len(parts) == 1 else _cat(parts, dim=1)
         info = infos[0] if len(infos) == 1 else _cat(infos, dim=0)
-        batch, info = to_device((batch, info), self.device)
+        batch, info = self._to_training_device((batch, info))
         batch = self.data_transformer.transform_experience(batch, update="replay")
         return batch._replace(batch_info=info), num_online
+
+    def _to_training_device(self, data: Any) -> Any:
+        """Replay data (always on the CPU) on :attr:`device`; nothing to do, and no
+        per-update traversal, when training on the CPU."""
+        device = self.device
+        return data if device.type == "cpu" else to_device(data, device)
 
     @property
     def sample_length(self) -> int:

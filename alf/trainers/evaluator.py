@@ -79,8 +79,9 @@ class Evaluator:
             state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
             transformer = self.algorithm.data_transformer
             transform_state = transformer.initial_state(batch)
-            device = self.device or torch.device("cpu")
-            state, transform_state = to_device((state, transform_state), device)
+            device = self.device
+            if device is not None:  # (the state is already there: zero_state)
+                transform_state = to_device(transform_state, device)
             for _ in range(max_steps):
                 tracker.update(time_step)
                 completed = zip(
@@ -97,7 +98,7 @@ class Evaluator:
                 tracker.pop_completed()
                 if len(returns) >= self.num_episodes:
                     break
-                policy_input = to_device(time_step, device)
+                policy_input = time_step if device is None else to_device(time_step, device)
                 state = reset_state_on_first(state, policy_input.step_type)
                 if not transformer.is_identity:
                     policy_input, transform_state = transformer.transform_timestep(
@@ -105,7 +106,8 @@ class Evaluator:
                     )
                 step = self.algorithm.predict_step(policy_input, state)
                 state = step.state
-                time_step = self.env.step(to_device(step.output, "cpu"))
+                action = step.output if device is None else to_device(step.output, "cpu")
+                time_step = self.env.step(action)
         finally:
             self.algorithm.train(was_training)
         if not returns:

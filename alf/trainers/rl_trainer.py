@@ -481,7 +481,8 @@ class RLTrainer:
             self._agree_on_stop()
             while not self._finished() and not self._stopping:
                 self.algorithm.set_progress(self.progress())
-                self.rollout_algorithm.set_progress(self.progress())
+                if self.rollout_algorithm is not self.algorithm:
+                    self.rollout_algorithm.set_progress(self.progress())
                 tick = time.perf_counter()
                 stats, steps = self._train_iteration()
                 elapsed = time.perf_counter() - tick

@@ -128,10 +128,8 @@ class SyncUnroller:
                 self.algorithm.rollout_state_spec, self.env.batch_size
             )
             self._transform_state = self._transformer.initial_state(self.env.batch_size)
-            if self.device is not None:
-                state, self._transform_state = to_device(
-                    (state, self._transform_state), self.device
-                )
+            if self.device is not None:  # (the state is already there: zero_state)
+                self._transform_state = to_device(self._transform_state, self.device)
             row = self._respond(time_step, state)
             self._tail = [row] * (self._history + 1)
         rows = list(self._tail)
