@@ -20,7 +20,16 @@ class AlfEnvironment(abc.ABC):
     ``reset()`` returns FIRST steps for every environment. ``step(action)`` advances all
     of them; an environment whose previous step was LAST ignores its action and returns
     a FIRST step with the reset observation (reward 0, discount 1).
+
+    ``step`` may also be split in two: :meth:`step_async` starts the step and
+    :meth:`step_wait` returns its result. Backends whose environments step outside the
+    calling thread (:attr:`steps_in_background`: EnvPool's threads, subprocess workers)
+    run the step in between, so the caller can compute something else meanwhile (an
+    actor's double buffering); the others step inside :meth:`step_wait`.
     """
+
+    steps_in_background: bool = False
+    """Whether the step runs between :meth:`step_async` and :meth:`step_wait`."""
 
     @property
     @abc.abstractmethod
@@ -42,6 +51,21 @@ class AlfEnvironment(abc.ABC):
     @abc.abstractmethod
     def step(self, action: Any) -> TimeStep:
         """Applies ``action`` (nest of ``[B, ...]`` tensors) and returns the next steps."""
+
+    def step_async(self, action: Any) -> None:
+        """Starts a step with ``action``; :meth:`step_wait` returns its result. Until
+        then, no other method may be called."""
+        if getattr(self, "_pending_action", None) is not None:
+            raise RuntimeError("step_async called twice without step_wait")
+        self._pending_action = action
+
+    def step_wait(self) -> TimeStep:
+        """The result of the step started by :meth:`step_async`."""
+        action = getattr(self, "_pending_action", None)
+        if action is None:
+            raise RuntimeError("step_wait called without step_async")
+        self._pending_action = None
+        return self.step(action)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Releases the environments' resources."""

@@ -71,6 +71,8 @@ class EnvPoolEnvironment(AlfEnvironment):
         ValueError: EnvPool does not support ``env_id``, or the arguments are invalid.
     """
 
+    steps_in_background = True
+
     def __init__(
         self,
         *,
@@ -127,6 +129,7 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._mid = torch.full((num_envs,), StepType.MID, dtype=torch.int32)
         self._ones = torch.ones(num_envs)
         self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
+        self._applied: Any = None  # the checked action of a step in flight
 
     @property
     def num_clipped_actions(self) -> int:
@@ -176,8 +179,25 @@ class EnvPoolEnvironment(AlfEnvironment):
         return first_time_step(self._observation(obs), self._zero_action, self._env_id)
 
     def step(self, action: Any) -> TimeStep:
+        self.step_async(action)
+        return self.step_wait()
+
+    def step_async(self, action: Any) -> None:
+        """Checks ``action`` and hands it to EnvPool's threads, which step while the
+        caller goes on; :meth:`step_wait` collects the result."""
+        if self._applied is not None:
+            raise RuntimeError("step_async called twice without step_wait")
         np_action, applied = self._actions(action, self._first_next)
-        obs, reward, terminated, truncated, info = self._env.step(np_action)
+        self._env.send(np_action)
+        self._applied = applied
+
+    def step_wait(self) -> TimeStep:
+        """The result of the step :meth:`step_async` started."""
+        applied = self._applied
+        if applied is None:
+            raise RuntimeError("step_wait called without step_async")
+        self._applied = None
+        obs, reward, terminated, truncated, info = self._env.recv()
         obs, reward, terminated, truncated = self._in_env_order(
             info, obs, reward, terminated, truncated
         )

@@ -186,6 +186,8 @@ class SubprocessEnvironment(AlfEnvironment):
             either way; building the environments has no time limit.
     """
 
+    steps_in_background = True
+
     def __init__(
         self,
         *,
@@ -210,6 +212,7 @@ class SubprocessEnvironment(AlfEnvironment):
         self._step_timeout_s = step_timeout_s
         self._bounds = _group_bounds(num_envs, num_workers)
         self._closed = False
+        self._stepping = False  # step_async sent, step_wait not yet called
         self._conns: list[Connection] = []
         self._processes: list[Any] = []
         self._shared_ts: TimeStep | None = None
@@ -291,9 +294,26 @@ class SubprocessEnvironment(AlfEnvironment):
         return nest.map_structure(torch.clone, self._shared_ts)
 
     def step(self, action: Any) -> TimeStep:
+        self.step_async(action)
+        return self.step_wait()
+
+    def step_async(self, action: Any) -> None:
+        """Writes ``action`` and tells every worker to step; the workers step while the
+        caller goes on, and :meth:`step_wait` collects their results."""
         self._check_open()
+        if self._stepping:
+            raise RuntimeError("step_async called twice without step_wait")
         self._write_actions(action)
-        self.num_clipped_actions += sum(self._call(self._step_timeout_s, "step"))
+        self._send_to_all("step")
+        self._stepping = True
+
+    def step_wait(self) -> TimeStep:
+        """The result of the step :meth:`step_async` started."""
+        self._check_open()
+        if not self._stepping:
+            raise RuntimeError("step_wait called without step_async")
+        self._stepping = False
+        self.num_clipped_actions += sum(self._call(self._step_timeout_s))
         return nest.map_structure(torch.clone, self._shared_ts)
 
     def _write_actions(self, action: Any) -> None:
@@ -369,19 +389,28 @@ class SubprocessEnvironment(AlfEnvironment):
         process.join(2.0)
         return self._error(w, f"died (pid {process.pid}, exit code {process.exitcode})")
 
-    def _call(self, timeout_s: float | None, cmd: str | None = None, payload: Any = None) -> list:
-        """Sends ``cmd`` to every worker (unless None) and returns their replies. On any
-        failure, or an interrupt that would leave replies unread, closes and raises."""
+    def _send_to_all(self, cmd: str, payload: Any = None) -> None:
+        """Sends ``cmd`` to every worker; on any failure, closes and raises."""
         try:
-            for w, conn in enumerate(self._conns if cmd is not None else ()):
+            for w, conn in enumerate(self._conns):
                 try:
                     conn.send((cmd, payload))
                 except OSError:
                     raise self._dead_error(w) from None
+        except BaseException:
             payload = None  # a traceback must not keep shared tensors alive
+            self.close()
+            raise
+
+    def _call(self, timeout_s: float | None, cmd: str | None = None, payload: Any = None) -> list:
+        """Sends ``cmd`` to every worker (unless None) and returns their replies. On any
+        failure, or an interrupt that would leave replies unread, closes and raises."""
+        if cmd is not None:
+            self._send_to_all(cmd, payload)
+            payload = None
+        try:
             return self._gather_replies(timeout_s)
         except BaseException:
-            payload = None
             self.close()
             raise
 

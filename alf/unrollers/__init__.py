@@ -1,6 +1,7 @@
 """Unrollers: run the algorithm's ``rollout_step`` in environments to collect experience."""
 
 from alf.unrollers.async_unroller import ActorError, ActorTimeoutError, AsyncUnroller, Fragment
+from alf.unrollers.double_buffered_unroller import DoubleBufferedUnroller
 from alf.unrollers.episode_tracker import EpisodeTracker
 from alf.unrollers.sync_unroller import SyncUnroller
 
@@ -8,6 +9,7 @@ __all__ = [
     "ActorError",
     "ActorTimeoutError",
     "AsyncUnroller",
+    "DoubleBufferedUnroller",
     "EpisodeTracker",
     "Fragment",
     "SyncUnroller",

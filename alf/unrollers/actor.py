@@ -20,6 +20,7 @@ from typing import Any
 import cloudpickle
 import torch
 
+from alf.unrollers.double_buffered_unroller import DoubleBufferedUnroller
 from alf.unrollers.shared_memory import FragmentPool, SharedParameters
 from alf.unrollers.sync_unroller import SyncUnroller
 
@@ -44,6 +45,8 @@ class ActorSetup:
         unroll_length: environment steps per fragment.
         num_random_steps: uniformly random actions to take first (initial collection).
         env_id_offset: added to the actor's local environment ids (global ids).
+        double_buffering: split the environments into two groups that alternate (see
+            :class:`~alf.unrollers.DoubleBufferedUnroller`).
     """
 
     actor_id: int
@@ -56,6 +59,7 @@ class ActorSetup:
     unroll_length: int
     num_random_steps: int
     env_id_offset: int
+    double_buffering: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,32 @@ def _take_free_buffer(channels: ActorChannels, actor_id: int, parent: int) -> in
     return None
 
 
+def _build_unroller(setup: ActorSetup) -> SyncUnroller | DoubleBufferedUnroller:
+    """The actor's environments, its copy of the algorithm and the unroller stepping them."""
+    make_env = cloudpickle.loads(setup.env_factory)
+    n = setup.envs_per_actor
+    if setup.double_buffering:
+        first = n // 2
+        envs = [make_env(num_parallel_environments=first, seed=setup.env_seed)]
+        envs.append(make_env(num_parallel_environments=n - first, seed=setup.env_seed + first))
+    else:
+        envs = [make_env(num_parallel_environments=n, seed=setup.env_seed)]
+    try:
+        algorithm = cloudpickle.loads(setup.algorithm_factory)(
+            observation_spec=envs[0].observation_spec(), action_spec=envs[0].action_spec()
+        )
+        algorithm.eval()
+        if setup.double_buffering:
+            return DoubleBufferedUnroller(
+                envs=tuple(envs), algorithm=algorithm, unroll_length=setup.unroll_length
+            )
+        return SyncUnroller(env=envs[0], algorithm=algorithm, unroll_length=setup.unroll_length)
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+
+
 def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
     """Entry point of an actor process (see the module docstring).
 
@@ -140,14 +170,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
 
             alf_config.load_config_text(setup.config_text)
         torch.manual_seed(setup.torch_seed)
-        env = cloudpickle.loads(setup.env_factory)(
-            num_parallel_environments=setup.envs_per_actor, seed=setup.env_seed
-        )
-        algorithm = cloudpickle.loads(setup.algorithm_factory)(
-            observation_spec=env.observation_spec(), action_spec=env.action_spec()
-        )
-        algorithm.eval()
-        unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=setup.unroll_length)
+        unroller = _build_unroller(setup)
         unroller.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.monotonic())
         version = -1
         random_left = setup.num_random_steps
@@ -159,7 +182,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                 break
             start = time.perf_counter()
             if channels.parameters.version != version:
-                version = channels.parameters.load_into(algorithm)
+                version = channels.parameters.load_into(unroller.algorithm)
             unroller.num_random_steps = random_left
             exp = unroller.unroll()
             random_left = max(0, random_left - unroller.steps_per_unroll)
@@ -176,7 +199,9 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                     collect_s=time.perf_counter() - start,
                     episode_returns=returns,
                     episode_lengths=lengths,
-                    clipped_actions=int(getattr(env, "num_clipped_actions", 0)),
+                    clipped_actions=sum(
+                        int(getattr(env, "num_clipped_actions", 0)) for env in unroller.envs
+                    ),
                 )
             )
     except BaseException:  # noqa: BLE001 - everything is reported to the learner

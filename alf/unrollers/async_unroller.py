@@ -121,6 +121,13 @@ class AsyncUnroller:
         startup_timeout_s: an actor not ready this long after starting is an error.
         keep_every_fragment: refuse ``max_policy_lag`` (set for off-policy algorithms: a
             dropped fragment would leave a gap inside an episode in the replay buffer).
+        double_buffering: each actor splits its environments into two groups that take
+            turns, one stepping in the background while the policy acts for the other
+            (:class:`~alf.unrollers.DoubleBufferedUnroller`). Needs an even
+            ``envs_per_actor`` and a backend that steps in the background
+            (``create_environment.vectorization_mode`` ``'envpool'`` or
+            ``'subprocess'``); it pays off when an environment step costs about as much
+            as a policy call.
     """
 
     def __init__(
@@ -142,6 +149,7 @@ class AsyncUnroller:
         heartbeat_timeout_s: float = 60.0,
         startup_timeout_s: float = 120.0,
         keep_every_fragment: bool = False,
+        double_buffering: bool = False,
     ) -> None:
         if num_actors < 1 or num_envs % num_actors:
             raise ValueError(
@@ -154,6 +162,11 @@ class AsyncUnroller:
                 "AsyncUnroller.max_policy_lag applies to on-policy algorithms only (an "
                 "off-policy one learns from old data anyway, and a dropped fragment would "
                 "leave a gap inside an episode in its replay buffer)"
+            )
+        if double_buffering and (num_envs // num_actors) % 2:
+            raise ValueError(
+                f"AsyncUnroller.double_buffering splits each actor's environments into two "
+                f"equal groups: num_envs / num_actors = {num_envs // num_actors} must be even"
             )
         num_buffers = num_buffers or 2 * num_actors
         if not 1 <= fragments_per_iteration <= num_buffers:
@@ -219,6 +232,7 @@ class AsyncUnroller:
                         unroll_length=unroll_length,
                         num_random_steps=-(-initial_random_steps // num_actors),
                         env_id_offset=actor_id * self.envs_per_actor,
+                        double_buffering=double_buffering,
                     ),
                 )
         except BaseException:

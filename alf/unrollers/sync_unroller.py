@@ -82,6 +82,11 @@ class SyncUnroller:
         return self.env.batch_size
 
     @property
+    def envs(self) -> tuple[AlfEnvironment]:
+        """``(env,)``, as :attr:`DoubleBufferedUnroller.envs`."""
+        return (self.env,)
+
+    @property
     def steps_per_unroll(self) -> int:
         """Environment steps taken by one call of :meth:`unroll`."""
         return self.unroll_length * self.env.batch_size
@@ -117,6 +122,15 @@ class SyncUnroller:
         """Runs ``num_steps`` (default ``unroll_length``) steps and returns the
         ``[num_steps + 1, B]`` trajectory."""
         num_steps = self.unroll_length if num_steps is None else num_steps
+        rows = self._begin_call()
+        for _ in range(num_steps):
+            self._send()
+            self._receive(rows)
+        return self._end_call(rows)
+
+    def _begin_call(self) -> list[Experience]:
+        """Starts a call of :meth:`unroll`: the rows it returns so far (the repeated
+        ones; on the first call, the reset step and its history padding)."""
         first_call = self._tail is None
         # Row h of a later call was chosen by the previous one: count from the next row.
         self._rows_this_call = 0 if first_call else 1
@@ -132,13 +146,24 @@ class SyncUnroller:
                 self._transform_state = to_device(self._transform_state, self.device)
             row = self._respond(time_step, state)
             self._tail = [row] * (self._history + 1)
-        rows = list(self._tail)
-        for _ in range(num_steps):
-            time_step = self.env.step(self._policy_step.output)
-            if self.on_step is not None:
-                self.on_step()
-            self.episodes.update(time_step)
-            rows.append(self._respond(time_step, self._policy_step.state))
+        return list(self._tail)
+
+    def _send(self) -> None:
+        """Starts the environments' step with the last chosen actions."""
+        self.env.step_async(self._policy_step.output)
+
+    def _receive(self, rows: list[Experience]) -> None:
+        """Waits for the step :meth:`_send` started, chooses the next actions and appends
+        the row to ``rows``."""
+        time_step = self.env.step_wait()
+        if self.on_step is not None:
+            self.on_step()
+        self.episodes.update(time_step)
+        rows.append(self._respond(time_step, self._policy_step.state))
+
+    def _end_call(self, rows: list[Experience]) -> Experience:
+        """Ends a call of :meth:`unroll`: keeps the rows the next call repeats and stacks
+        ``rows`` into the ``[len(rows), B]`` trajectory."""
         self._tail = rows[len(rows) - self._history - 1 :]
         return nest.stack(rows)
 

@@ -1,0 +1,153 @@
+"""``DoubleBufferedUnroller``: two environment groups take turns, so one steps while the
+policy acts for the other."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from alf import nest
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import Experience
+from alf.environments.alf_environment import AlfEnvironment
+from alf.unrollers.sync_unroller import SyncUnroller
+
+__all__ = ["DoubleBufferedUnroller"]
+
+
+class _CombinedEpisodes:
+    """Completed episodes of both groups (the ``EpisodeTracker.pop_completed`` API)."""
+
+    def __init__(self, groups: tuple[SyncUnroller, SyncUnroller]) -> None:
+        self._groups = groups
+
+    def pop_completed(self) -> tuple[list[float], list[int]]:
+        returns: list[float] = []
+        lengths: list[int] = []
+        for group in self._groups:
+            r, n = group.episodes.pop_completed()
+            returns += r
+            lengths += n
+        return returns, lengths
+
+
+class DoubleBufferedUnroller:
+    """Collects like a :class:`SyncUnroller` over two environment groups that alternate.
+
+    While the policy chooses actions for one group, the other group's environments step
+    in the background (EnvPool's threads or subprocess workers: both environments must
+    have :attr:`~alf.environments.AlfEnvironment.steps_in_background`), so the time of
+    an environment step is hidden behind the policy's, up to the smaller of the two.
+    The cost is that each policy call sees half the environments: it pays off when an
+    environment step costs about as much as a policy call (MuJoCo, Atari), not for
+    environments far cheaper than the policy (CartPole).
+
+    :meth:`unroll` returns the same ``[h + unroll_length + 1, B]`` trajectory layout as
+    :class:`SyncUnroller`: the first group's environments are columns ``0..B1-1`` and the
+    second's follow, with the second's ``env_id`` shifted by ``B1`` (so a group's ids
+    continue the first's, as they would in one batched environment).
+
+    Args:
+        envs: the two groups' environments.
+        algorithm: supplies ``rollout_step`` (called once per group per step, each group
+            with its own recurrent and transformer state).
+        unroll_length: environment steps per environment per call.
+    """
+
+    def __init__(
+        self,
+        *,
+        envs: tuple[AlfEnvironment, AlfEnvironment],
+        algorithm: RLAlgorithm,
+        unroll_length: int,
+    ) -> None:
+        if len(envs) != 2:
+            raise ValueError(f"DoubleBufferedUnroller needs two environments, got {len(envs)}")
+        for env in envs:
+            if not env.steps_in_background:
+                raise ValueError(
+                    "double buffering needs environments that step in the background "
+                    "(vectorization_mode 'envpool' or 'subprocess'); "
+                    f"{type(env).__name__} steps in the calling thread, so the groups "
+                    "could not overlap"
+                )
+        self._groups = tuple(
+            SyncUnroller(env=env, algorithm=algorithm, unroll_length=unroll_length)
+            for env in envs
+        )
+        self.algorithm = algorithm
+        self.unroll_length = unroll_length
+        self._id_shift = envs[0].batch_size
+        self.episodes = _CombinedEpisodes(self._groups)
+        self._num_random_steps = 0
+
+    @property
+    def envs(self) -> tuple[AlfEnvironment, AlfEnvironment]:
+        """The two groups' environments."""
+        return tuple(group.env for group in self._groups)
+
+    @property
+    def batch_size(self) -> int:
+        """Environments of both groups."""
+        return sum(group.batch_size for group in self._groups)
+
+    @property
+    def steps_per_unroll(self) -> int:
+        """Environment steps taken by one call of :meth:`unroll`."""
+        return self.unroll_length * self.batch_size
+
+    @property
+    def num_old_rows(self) -> int:
+        """As :attr:`SyncUnroller.num_old_rows` (the same for both groups)."""
+        return self._groups[0].num_old_rows
+
+    @property
+    def num_random_steps(self) -> int:
+        """Uniformly random actions still to take, over both groups (as
+        :attr:`SyncUnroller.num_random_steps`)."""
+        return self._num_random_steps
+
+    @num_random_steps.setter
+    def num_random_steps(self, steps: int) -> None:
+        self._num_random_steps = steps
+        # Each group's share, so that the same rows are random as in one batched env.
+        for group in self._groups:
+            group.num_random_steps = math.ceil(steps * group.batch_size / self.batch_size)
+
+    @property
+    def on_step(self) -> Callable[[], None] | None:
+        """Called after every environment step of either group."""
+        return self._groups[0].on_step
+
+    @on_step.setter
+    def on_step(self, callback: Callable[[], None] | None) -> None:
+        for group in self._groups:
+            group.on_step = callback
+
+    @torch.no_grad()
+    def unroll(self) -> Experience:
+        """Runs ``unroll_length`` steps of both groups and returns their trajectories
+        side by side (see the class docstring)."""
+        first, second = self._groups
+        first_rows = first._begin_call()
+        second_rows = second._begin_call()
+        first._send()
+        for k in range(self.unroll_length):
+            second._send()  # the second group steps while the policy acts for the first
+            first._receive(first_rows)
+            if k + 1 < self.unroll_length:
+                first._send()  # and the first steps while the policy acts for the second
+            second._receive(second_rows)
+        first_exp = first._end_call(first_rows)
+        second_exp = second._end_call(second_rows)
+        second_exp = second_exp._replace(env_id=second_exp.env_id + self._id_shift)
+        return nest.map_structure(lambda a, b: torch.cat((a, b), dim=1), first_exp, second_exp)
+
+    def close(self) -> None:
+        """Closes both groups' environments."""
+        try:
+            self._groups[0].close()
+        finally:
+            self._groups[1].close()
