@@ -78,7 +78,7 @@ from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from collection_common import RAW_NUM_ENVS  # noqa: E402
+from collection_common import CARTPOLE, RAW_NUM_ENVS  # noqa: E402
 from collection_envs import ENV_BACKENDS, worker_env  # noqa: E402
 from collection_report import (  # noqa: E402
     autogroup_enabled,
@@ -148,6 +148,12 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="section 2 unroll length (default 32)")
     p.add_argument("--sampler_actors", type=int, default=2,
                    help="section 2 async actors (default 2)")
+    p.add_argument("--double_buffering_env", default="HalfCheetah-v5",
+                   help="section 2b: env id on which SyncUnroller is compared with "
+                        "DoubleBufferedUnroller (EnvPool, num_threads=1); '' skips 2b "
+                        "(default HalfCheetah-v5)")
+    p.add_argument("--double_buffering_envs", type=int, default=8,
+                   help="section 2b environments (default 8)")
     p.add_argument("--sampler_envpool_threads", type=int, default=None,
                    help="section 2: EnvPool num_threads of every sampler's environments "
                         "(default: EnvPool's own default)")
@@ -161,7 +167,8 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"section 3 warm-up (full {FULL['train_warmup_s']}, quick "
                         f"{QUICK['train_warmup_s']})")
     p.add_argument("--train_actors", default=None,
-                   help="section 3 async actor counts, comma-separated (full "
+                   help="section 3 async actor counts, comma-separated; 'Ndb': N actors "
+                        "with double buffering (needs --train_backend envpool) (full "
                         f"{FULL['train_actors']}, quick {QUICK['train_actors']})")
     p.add_argument("--bracket_sync", type=int, choices=[0, 1], default=None,
                    help="1: run sync again after the async runs and compare async with "
@@ -190,6 +197,8 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=1.0, help=argparse.SUPPRESS)
     p.add_argument("--warmup_s", type=float, default=0.0, help=argparse.SUPPRESS)
     p.add_argument("--mode", choices=["sync", "async"], help=argparse.SUPPRESS)
+    p.add_argument("--double_buffering", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--env_name", default=CARTPOLE, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     preset = QUICK if args.quick else FULL
     for name in ("env_seconds", "sampler_seconds", "train_seconds", "train_warmup_s",
@@ -199,6 +208,21 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.env_warmup_s = preset["env_warmup_s"]
     args.sampler_warmup_s = preset["sampler_warmup_s"]
     return args
+
+
+def parse_train_actors(spec: str) -> list[tuple[int, bool]]:
+    """``--train_actors`` as ``(actors, double_buffering)`` pairs: ``"1,1db,2"`` ->
+    ``[(1, False), (1, True), (2, False)]``."""
+    runs = []
+    for item in (x.strip() for x in str(spec).split(",")):
+        if not item:
+            continue
+        double_buffering = item.endswith("db")
+        count = item[:-2] if double_buffering else item
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"--train_actors: {item!r} is not an actor count (N or Ndb)")
+        runs.append((int(count), double_buffering))
+    return runs
 
 
 def _worker_main(args: argparse.Namespace) -> None:
@@ -223,6 +247,31 @@ def _run(label: str, argv: list[str], args: argparse.Namespace,
     return result
 
 
+def _double_buffering_runs(args: argparse.Namespace, results: dict[str, Any]) -> int:
+    """Section 2b: sampler-only steps/s on ``--double_buffering_env`` of a SyncUnroller
+    and a DoubleBufferedUnroller in one process, and of one async actor without and
+    with double buffering. Returns the number of failed runs."""
+    name, n = args.double_buffering_env, args.double_buffering_envs
+    print(f"2b. double buffering ({name}, {n} envs)", flush=True)
+    results["double_buffering"] = []
+    common_argv = ["--env_name", name, "--num_envs", str(n),
+                   "--unroll_length", str(args.unroll_length),
+                   "--seconds", str(args.sampler_seconds),
+                   "--warmup_s", str(args.sampler_warmup_s), "--sampler_envpool_threads", "1"]
+    failures = 0
+    for worker, double_buffering in (("sampler_sync", False), ("sampler_sync", True),
+                                     ("sampler_async", False), ("sampler_async", True)):
+        label = ("in-process" if worker == "sampler_sync" else "1 async actor") + (
+            ", double buffering" if double_buffering else "")
+        argv = ["--worker", worker, *common_argv, "--num_actors", "1",
+                *(["--double_buffering"] if double_buffering else [])]
+        r = _run(label, argv, args,
+                 lambda r: r.get("skipped") or f"{r['steps_per_s']:,.0f} steps/s")
+        failures += "error" in r
+        results["double_buffering"].append({"label": label, **r})
+    return failures
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the selected sections (or, with ``--worker``, one measurement); the exit
     status is 1 if a worker failed."""
@@ -235,7 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown --sections {unknown}; choose from {SECTIONS}", file=sys.stderr)
         return 2
-    train_actors = [int(x) for x in str(args.train_actors).split(",") if x.strip()]
+    sampler_env_counts = [int(x) for x in args.sampler_envs.split(",") if x.strip()]
+    try:
+        train_actors = parse_train_actors(args.train_actors)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
     results: dict[str, Any] = {
         "benchmark": "collection",
         "machine": machine_info(("torch", "gymnasium", "numpy", "envpool", "mujoco", "alf")),
@@ -246,12 +300,15 @@ def main(argv: list[str] | None = None) -> int:
             "sampler_envs": args.sampler_envs, "unroll_length": args.unroll_length,
             "sampler_actors": args.sampler_actors,
             "sampler_envpool_threads": args.sampler_envpool_threads,
+            "double_buffering_env": args.double_buffering_env,
+            "double_buffering_envs": args.double_buffering_envs,
             "train_seconds": args.train_seconds, "train_warmup_s": args.train_warmup_s,
             "bracket_sync": bool(args.bracket_sync),
             "train": {"backend": args.train_backend,
                       "envpool_threads": args.train_envpool_threads, "envs": args.train_envs,
                       "unroll_length": args.train_unroll_length, "epochs": args.train_epochs,
-                      "mini_batch": args.train_mini_batch, "actors": train_actors,
+                      "mini_batch": args.train_mini_batch,
+                      "actors": [f"{k}db" if db else str(k) for k, db in train_actors],
                       "hyperparameters": {**TRAIN_HPARAMS,
                                           "hidden": list(TRAIN_HPARAMS["hidden"])}},
         },
@@ -276,11 +333,24 @@ def main(argv: list[str] | None = None) -> int:
             if "skipped" in r:
                 results["notes"].append(f"note: {backend} skipped: {r['skipped']}")
             results["env"].append({"backend": backend, "label": label, **r})
+        # EnvPool alone at the sampler's other env counts: like-for-like references.
+        for n in sampler_env_counts:
+            if n == RAW_NUM_ENVS:
+                continue
+            for backend, label in ENV_BACKENDS[:2]:
+                r = _run(f"{backend} {n} envs",
+                         ["--worker", "env", "--backend", backend, "--num_envs", str(n),
+                          "--seconds", str(args.env_seconds),
+                          "--warmup_s", str(args.env_warmup_s)], args,
+                         lambda r: f"{r['steps_per_s']:,.0f} steps/s")
+                failures += "error" in r
+                results["env"].append({"backend": backend, "label": f"{label}, {n} envs",
+                                       **r, "num_envs": n})
 
     if "sampler" in sections:
         print("2. sampler-only steps/s", flush=True)
         results["sampler"] = []
-        for n in [int(x) for x in args.sampler_envs.split(",") if x.strip()]:
+        for n in sampler_env_counts:
             common_argv = ["--num_envs", str(n), "--unroll_length", str(args.unroll_length),
                            "--seconds", str(args.sampler_seconds),
                            "--warmup_s", str(args.sampler_warmup_s)]
@@ -298,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
                 results["sampler"].append({"mode": mode, "num_envs": n,
                                            "num_actors": 0 if mode == "sync"
                                            else args.sampler_actors, **r})
+
+    if "sampler" in sections and args.double_buffering_env:
+        failures += _double_buffering_runs(args, results)
 
     if "train" in sections:
         appo = appo_available_in_subprocess(args)
@@ -318,24 +391,25 @@ def main(argv: list[str] | None = None) -> int:
                        "--train_unroll_length", str(args.train_unroll_length),
                        "--train_epochs", str(args.train_epochs),
                        "--train_mini_batch", str(args.train_mini_batch)]
-        runs = [("sync", 0)] + [("async", k) for k in train_actors]
+        runs = [("sync", 0, False)] + [("async", k, db) for k, db in train_actors]
         if args.bracket_sync:
-            runs.append(("sync", 0))
-        for index, (mode, actors) in enumerate(runs):
+            runs.append(("sync", 0, False))
+        for index, (mode, actors, double_buffering) in enumerate(runs):
             if mode == "async" and args.train_envs % actors:
                 results["notes"].append(f"note: async with {actors} actors skipped: "
                                         f"{args.train_envs} envs do not split evenly")
                 continue
             repeat = mode == "sync" and index > 0
             label = ("sync" + (" (again)" if repeat else "")) if mode == "sync" else (
-                f"async {actors} actor(s)")
-            r = _run(label, [*common_argv, "--mode", mode, "--num_actors", str(max(actors, 1))],
+                f"async {actors} actor(s)" + (", double buffering" if double_buffering else ""))
+            r = _run(label, [*common_argv, "--mode", mode, "--num_actors", str(max(actors, 1)),
+                             *(["--double_buffering"] if double_buffering else [])],
                      args, lambda r: (f"{r['steps_per_s']:,.0f} steps/s, collect/wait "
                                       f"{100 * r['collect_fraction']:.0f}%, train "
                                       f"{100 * r['train_fraction']:.0f}%"))
             failures += "error" in r
             results["train"].append({"mode": mode, "num_actors": actors, "repeat": repeat,
-                                     **r})
+                                     "double_buffering": double_buffering, **r})
 
     results["machine"]["load_average_at_end"] = machine_info(())["load_average_1_5_15min"]
     results["targets"] = targets(results)

@@ -27,23 +27,24 @@ def report(results: dict[str, Any]) -> str:
     out.append("versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()))
     out.append(f"mode: {'quick' if s['quick'] else 'full'}; torch threads 1 in every worker")
 
-    raw_ref = None
+    raw_ref = raw_envpool_rate(results, RAW_NUM_ENVS)
     env_rows = results.get("env", [])
     if env_rows:
-        raw_ref = next((r.get("steps_per_s") for r in env_rows
-                        if r["backend"] == "raw_envpool"), None)
         out.append("")
-        out.append(f"1. Raw env steps/s: {CARTPOLE}, {RAW_NUM_ENVS} envs, constant action, "
-                   f"{s['env_seconds']:g}s after {s['env_warmup_s']:g}s warm-up")
+        out.append(f"1. Raw env steps/s: {CARTPOLE}, {RAW_NUM_ENVS} envs (unless named), "
+                   f"constant action, {s['env_seconds']:g}s after {s['env_warmup_s']:g}s "
+                   "warm-up")
         rows = []
         for r in env_rows:
             if "skipped" in r or "error" in r:
                 rows.append([r["label"], "-", "-", r.get("skipped") or "FAILED"])
                 continue
+            n = r.get("num_envs", RAW_NUM_ENVS)
             rows.append([r["label"], fmt_num(r["steps_per_s"]),
-                         percent(r["steps_per_s"], raw_ref),
-                         f"{1e6 * RAW_NUM_ENVS / r['steps_per_s']:.0f} us/batch step"])
-        out.append(format_table(["backend", "steps/s", "vs EnvPool raw", "note"], rows))
+                         percent(r["steps_per_s"], raw_envpool_rate(results, n)),
+                         f"{1e6 * n / r['steps_per_s']:.0f} us/batch step"])
+        out.append(format_table(["backend", "steps/s", "vs EnvPool raw (same envs)", "note"],
+                                rows))
 
     samp = results.get("sampler", [])
     if samp:
@@ -74,10 +75,10 @@ def report(results: dict[str, Any]) -> str:
                 note = (f"startup {r['startup_s']:.1f}s, learner waiting "
                         f"{percent(wait, 1.0) if wait is not None else '-'}, mean policy lag "
                         f"{'-' if lag is None else f'{lag:.2f}'}")
-            pct = percent(r["steps_per_s"], raw_ref) if r["num_envs"] == RAW_NUM_ENVS else (
-                f"({percent(r['steps_per_s'], raw_ref)})")
-            rows.append([label, r["num_envs"], fmt_num(r["steps_per_s"]), pct, note])
-        out.append(format_table(["sampler", "envs", "steps/s",
+            rows.append([label, r["num_envs"], fmt_num(r["steps_per_s"]),
+                         percent(r["steps_per_s"], raw_envpool_rate(results, r["num_envs"])),
+                         percent(r["steps_per_s"], raw_ref), note])
+        out.append(format_table(["sampler", "envs", "steps/s", "vs EnvPool raw (same envs)",
                                  f"vs EnvPool raw@{RAW_NUM_ENVS}", "note"], rows))
         for r in samp:
             if r.get("profile"):
@@ -85,6 +86,24 @@ def report(results: dict[str, Any]) -> str:
                 out.append(f"cProfile of SyncUnroller.unroll() ({r['num_envs']} envs), top "
                            "functions by own time:")
                 out.append(r["profile"].rstrip())
+
+    double = results.get("double_buffering", [])
+    if double:
+        out.append("")
+        out.append(f"2b. Double buffering, sampler-only: {s['double_buffering_env']} via EnvPool "
+                   f"(num_threads 1 per group), {s['double_buffering_envs']} envs, PPO 2x64 "
+                   f"tanh policy, unroll_length {s['unroll_length']}, no training")
+        rows = []
+        for r in double:
+            if "error" in r or "skipped" in r:
+                rows.append([r["label"], "FAILED", "-"])
+                continue
+            plain = next((p for p in double if p["label"] == r["label"].split(", double")[0]
+                          and "steps_per_s" in p), None)
+            rows.append([r["label"], fmt_num(r["steps_per_s"]),
+                         "-" if plain is None or plain is r
+                         else f"{r['steps_per_s'] / plain['steps_per_s']:.2f}x"])
+        out.append(format_table(["sampler", "steps/s", "vs without double buffering"], rows))
 
     train = results.get("train", [])
     if train:
@@ -101,7 +120,7 @@ def report(results: dict[str, Any]) -> str:
         rows = []
         for r in train:
             label = ("sync" + (" (again)" if r.get("repeat") else "") if r["mode"] == "sync"
-                     else f"async, {r['num_actors']} actor(s)")
+                     else async_label(r))
             if "error" in r:
                 rows.append([label, r.get("algorithm", "-"), "FAILED", *["-"] * 6])
                 continue
@@ -136,17 +155,28 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def raw_envpool_rate(results: dict[str, Any], num_envs: int) -> float | None:
+    """Section 1's raw EnvPool steps/s (default threads) at ``num_envs``, if measured."""
+    return next((r.get("steps_per_s") for r in results.get("env", [])
+                 if r["backend"] == "raw_envpool"
+                 and r.get("num_envs", RAW_NUM_ENVS) == num_envs), None)
+
+
+def async_label(run: dict[str, Any]) -> str:
+    """``async, N actor(s)`` plus ``, double buffering`` where it was on."""
+    label = f"async, {run['num_actors']} actor(s)"
+    return label + (", double buffering" if run.get("double_buffering") else "")
+
+
 def targets(results: dict[str, Any]) -> list[str]:
     """One line per target: the measured ratio and whether it is met."""
     lines = []
-    raw = next((r.get("steps_per_s") for r in results.get("env", [])
-                if r["backend"] == "raw_envpool"), None)
-    sync16 = next((r.get("steps_per_s") for r in results.get("sampler", [])
-                   if r["mode"] == "sync" and r["num_envs"] == RAW_NUM_ENVS), None)
-    if raw and sync16:
-        ratio = sync16 / raw
-        lines.append(f"sync sampler / raw EnvPool at {RAW_NUM_ENVS} envs = {ratio:.2f} "
-                     f"(target >= 0.50: {'met' if ratio >= 0.5 else 'NOT met'})")
+    for r in results.get("sampler", []):
+        raw = raw_envpool_rate(results, r["num_envs"])
+        if raw and "steps_per_s" in r:
+            ratio = r["steps_per_s"] / raw
+            lines.append(f"{r['mode']} sampler / raw EnvPool at {r['num_envs']} envs = "
+                         f"{ratio:.2f} (target >= 0.50: {'met' if ratio >= 0.5 else 'NOT met'})")
     train = [r for r in results.get("train", []) if "error" not in r]
     syncs = [r for r in train if r["mode"] == "sync"]
     sync = syncs[0] if syncs else None
@@ -156,7 +186,7 @@ def targets(results: dict[str, Any]) -> list[str]:
         for r in train:
             if r["mode"] == "async":
                 ratio = r["steps_per_s"] / sync_rate
-                lines.append(f"async ({r['num_actors']} actor(s), {r['algorithm']}) / {which} "
+                lines.append(f"{async_label(r)} ({r['algorithm']}) / {which} "
                              f"({sync['algorithm']}) training steps/s = {ratio:.2f}x "
                              f"(target >= 1.5x: {'met' if ratio >= 1.5 else 'NOT met'})")
     if sync:

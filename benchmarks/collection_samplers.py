@@ -3,7 +3,9 @@
 A 2x64 tanh MLP PPO policy collects on EnvPool ``CartPole-v1``. *sync*
 (:func:`worker_sampler_sync`): a ``SyncUnroller`` whose ``unroll()`` is called
 repeatedly, followed by a per-step breakdown (``env.step``, EnvPool's own step,
-``rollout_step``, the rest of the unroller) and optionally a cProfile of ``unroll()``.
+``rollout_step``, the rest of the unroller) and optionally a cProfile of ``unroll()``;
+with ``--double_buffering``, a ``DoubleBufferedUnroller`` over two EnvPool groups instead
+(section 2b runs both on ``HalfCheetah-v5``, whose step costs about as much as the policy).
 *async* (:func:`worker_sampler_async`): an ``AsyncUnroller`` with ``num_actors`` actor
 processes whose ``collect()`` is called repeatedly, with ``publish()`` after every call.
 Each runs in a fresh subprocess started as ``collection.py --worker sampler_sync`` or
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from collection_common import CARTPOLE, quiet_warnings, rate_loop, timed
+from collection_common import quiet_warnings, rate_loop, timed
 
 
 def _envpool_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -44,18 +46,22 @@ def _ppo_factory() -> Callable[..., Any]:
 
 
 def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
-    """Per batched step: microseconds in ``env.step`` (and in EnvPool's own step inside
-    it), in ``rollout_step``, and in the rest of ``SyncUnroller.unroll``."""
+    """Per batched step: microseconds in the environment's step (``step_async`` +
+    ``step_wait``; and in EnvPool's own ``send`` + ``recv`` inside them), in
+    ``rollout_step``, and in the rest of ``SyncUnroller.unroll``."""
     env, algorithm = unroller.env, unroller.algorithm
     env_s: list[float] = []
     policy_s: list[float] = []
     pool_s: list[float] = []
-    env.step = timed(env.step, env_s)
+    # The unroller steps with step_async + step_wait (EnvPool's send + recv).
+    env.step_async = timed(env.step_async, env_s)
+    env.step_wait = timed(env.step_wait, env_s)
     algorithm.rollout_step = timed(algorithm.rollout_step, policy_s)
     pool = getattr(env, "envpool_env", None)
     try:
         if pool is not None:
-            pool.step = timed(pool.step, pool_s)
+            pool.send = timed(pool.send, pool_s)
+            pool.recv = timed(pool.recv, pool_s)
     except (AttributeError, TypeError):
         pool = None
     calls = 0
@@ -75,9 +81,9 @@ def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
     if pool is not None and pool_s:
         result["per_step_envpool_raw_us"] = sum(pool_s) * per
         result["per_step_env_wrapper_us"] = (sum(env_s) - sum(pool_s)) * per
-    del env.step, algorithm.rollout_step
+    del env.step_async, env.step_wait, algorithm.rollout_step
     if pool is not None and pool_s:
-        del pool.step
+        del pool.send, pool.recv
     return result
 
 
@@ -106,20 +112,35 @@ def worker_sampler_sync(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     from alf.environments import create_environment
-    from alf.unrollers import SyncUnroller
+    from alf.unrollers import DoubleBufferedUnroller, SyncUnroller
 
-    n, length = args.num_envs, args.unroll_length
-    env = create_environment(CARTPOLE, n, seed=0, vectorization_mode="envpool",
-                             **_envpool_kwargs(args))
-    algorithm = _ppo_factory()(observation_spec=env.observation_spec(),
-                               action_spec=env.action_spec())
+    n, length, env_name = args.num_envs, args.unroll_length, args.env_name
+
+    def make_env(num_envs: int, seed: int) -> Any:
+        return create_environment(env_name, num_envs, seed=seed, vectorization_mode="envpool",
+                                  **_envpool_kwargs(args))
+
+    try:
+        if args.double_buffering:
+            envs = (make_env(n // 2, 0), make_env(n - n // 2, n // 2))
+        else:
+            envs = (make_env(n, 0),)
+    except ImportError as err:  # e.g. HalfCheetah without the [mujoco] extra
+        return {"mode": "sync", "env_name": env_name, "num_envs": n, "skipped": str(err)}
+    algorithm = _ppo_factory()(observation_spec=envs[0].observation_spec(),
+                               action_spec=envs[0].action_spec())
     algorithm.eval()
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=length)
+    if args.double_buffering:
+        unroller = DoubleBufferedUnroller(envs=envs, algorithm=algorithm, unroll_length=length)
+    else:
+        unroller = SyncUnroller(env=envs[0], algorithm=algorithm, unroll_length=length)
     try:
         rate = rate_loop(unroller.unroll, n * length, args.seconds, args.warmup_s, chunk=1)
-        result: dict[str, Any] = {"mode": "sync", "num_envs": n, "unroll_length": length,
-                                  "num_actors": 0, **rate}
-        result.update(_sync_breakdown(unroller, max(1.0, args.seconds / 4)))
+        result: dict[str, Any] = {"mode": "sync", "env_name": env_name, "num_envs": n,
+                                  "unroll_length": length, "num_actors": 0,
+                                  "double_buffering": args.double_buffering, **rate}
+        if not args.double_buffering:
+            result.update(_sync_breakdown(unroller, max(1.0, args.seconds / 4)))
         if args.profile:
             result["profile"] = _profile_unroll(unroller, calls=max(1, 3200 // length))
     finally:
@@ -140,9 +161,9 @@ def worker_sampler_async(args: argparse.Namespace) -> dict[str, Any]:
 
     n, length, actors = args.num_envs, args.unroll_length, args.num_actors
     factory = _ppo_factory()
-    env_factory = functools.partial(create_environment, CARTPOLE, vectorization_mode="envpool",
+    env_factory = functools.partial(create_environment, args.env_name, vectorization_mode="envpool",
                                     **_envpool_kwargs(args))
-    spec_env = create_environment(CARTPOLE, 1, seed=0, vectorization_mode="envpool")
+    spec_env = create_environment(args.env_name, 1, seed=0, vectorization_mode="envpool")
     algorithm = factory(observation_spec=spec_env.observation_spec(),
                         action_spec=spec_env.action_spec())
     spec_env.close()
@@ -156,6 +177,7 @@ def worker_sampler_async(args: argparse.Namespace) -> dict[str, Any]:
         seed=0,
         num_actors=actors,
         fragments_per_iteration=actors,
+        double_buffering=args.double_buffering,
     )
     try:
         unroller.collect()
@@ -180,7 +202,8 @@ def worker_sampler_async(args: argparse.Namespace) -> dict[str, Any]:
         unroller.close()
     elapsed = now - start
     return {
-        "mode": "async", "num_envs": n, "unroll_length": length, "num_actors": actors,
+        "mode": "async", "env_name": args.env_name, "double_buffering": args.double_buffering,
+        "num_envs": n, "unroll_length": length, "num_actors": actors,
         "steps_per_s": steps / elapsed, "measured_s": elapsed, "startup_s": startup_s,
         "learner_wait_fraction": stats.get("async/learner_wait_fraction"),
         "policy_lag_mean": stats.get("async/policy_lag_mean"),

@@ -90,7 +90,8 @@ def _train_params(args: argparse.Namespace, algorithm: str) -> list[str]:
                f"{algorithm}.mini_batch_size={args.train_mini_batch}"]
     if args.mode == "async":
         params += [f"AsyncUnroller.num_actors={args.num_actors}",
-                   f"AsyncUnroller.fragments_per_iteration={args.num_actors}"]
+                   f"AsyncUnroller.fragments_per_iteration={args.num_actors}",
+                   f"AsyncUnroller.double_buffering={args.double_buffering}"]
     return params
 
 
@@ -154,6 +155,7 @@ def worker_train(args: argparse.Namespace) -> dict[str, Any]:
         "mode": args.mode,
         "algorithm": algorithm,
         "num_actors": args.num_actors if args.mode == "async" else 0,
+        "double_buffering": args.mode == "async" and args.double_buffering,
         "num_envs": args.train_envs,
         "backend": args.train_backend,
         "unroll_length": args.train_unroll_length,
