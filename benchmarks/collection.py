@@ -13,7 +13,9 @@ runs. Every worker sets ``torch.set_num_threads(1)`` (the learner through
    the same through ALF's ``create_environment`` (``vectorization_mode`` ``"envpool"``,
    ``"sync"`` and ``"subprocess"``; the last is skipped with a note when
    ``alf.environments.subprocess_environment`` does not import). Steps/s counts every
-   environment (one batched step of 16 environments is 16 steps).
+   environment (one batched step of 16 environments is 16 steps). Raw EnvPool is also
+   measured at section 2's other environment counts, so every sampler rate has a
+   like-for-like reference.
 
 2. **Sampler-only steps/s**: collection with a 2x64 tanh MLP PPO policy
    (``PPOAlgorithm`` with ``ActorDistributionNetwork`` / ``ValueNetwork``), no training,
@@ -24,8 +26,15 @@ runs. Every worker sets ``torch.set_num_threads(1)`` (the learner through
    would (``fragments_per_iteration = num_actors``). Steps/s is measured over a fixed
    wall time after a warm-up (for async: after the first fragment arrived). The sync
    worker then times, per batched step, ``env.step`` (and EnvPool's own step inside
-   it), the policy's ``rollout_step``, and the rest of the unroller. Target: sync
-   sampler >= 50% of the raw EnvPool rate at 16 environments.
+   it), the policy's ``rollout_step``, and the rest of the unroller. Target: sampler
+   >= 50% of the raw EnvPool rate (reported for each sampler against raw EnvPool at the
+   same environment count).
+
+   2b. **Double buffering** (``--double_buffering_env``, default ``HalfCheetah-v5``, whose
+   step costs about as much as the policy; 8 environments, EnvPool ``num_threads=1``
+   per group): a ``SyncUnroller`` against a ``DoubleBufferedUnroller`` over two groups of
+   4, in-process, and one async actor without and with
+   ``AsyncUnroller.double_buffering``.
 
 3. **Training throughput, sync vs async**: PPO on ``HalfCheetah-v5`` (MuJoCo; default:
    the Gymnasium ``sync`` backend, ALF's default for this id; ``--train_backend
@@ -41,8 +50,12 @@ runs. Every worker sets ``torch.set_num_threads(1)`` (the learner through
    (``trainer.request_stop()`` from a timer); steps/s is read from ``progress.jsonl``
    (one record per iteration) over the iterations after the warm-up: env steps /
    elapsed wall time (everything the loop does), and env steps / ``train_time_s``
-   (collect + train only). The full run repeats the sync run after the async ones and
-   compares async with the mean of both (against load drift). Also printed: the share
+   (collect + train only). Runs alternate: ``--train_rounds`` times (sync, then each
+   async configuration), plus a last sync run (``--bracket_sync``); each async run is
+   compared with the mean of the sync runs just before and after it, and the target line
+   gives the median over the rounds (against load that drifts or comes and goes: on a
+   shared VM one busy neighbour halves an async run). ``--train_actors 1,1db`` adds
+   an actor with double buffering (needs ``--train_backend envpool``). Also printed: the share
    of the window the learner spent collecting (sync) or waiting for fragments (async)
    and training, and the learner's CPU time / wall time while training (below ~90%:
    it was starved of CPU). Target: async >= 1.5x sync.
@@ -60,7 +73,7 @@ workload and the timing helpers they share, ``collection_report.py`` the printed
 
 Usage::
 
-    python benchmarks/collection.py                 # full run (~6-7 minutes on 2 cores)
+    python benchmarks/collection.py                 # full run (~11 minutes on 2 cores)
     python benchmarks/collection.py --quick         # smoke run (~1.5 minutes)
     python benchmarks/collection.py --json /tmp/collection.json
     python benchmarks/collection.py --sections sampler --profile   # + cProfile of unroll()
@@ -114,6 +127,7 @@ QUICK = {
     "train_warmup_s": 4.0,
     "train_actors": "1",
     "bracket_sync": False,
+    "train_rounds": 1,
 }
 FULL = {
     "env_seconds": 4.0,
@@ -124,6 +138,7 @@ FULL = {
     "train_warmup_s": 10.0,
     "train_actors": "1,2",
     "bracket_sync": True,
+    "train_rounds": 2,
 }
 
 
@@ -170,6 +185,10 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="section 3 async actor counts, comma-separated; 'Ndb': N actors "
                         "with double buffering (needs --train_backend envpool) (full "
                         f"{FULL['train_actors']}, quick {QUICK['train_actors']})")
+    p.add_argument("--train_rounds", type=int, default=None,
+                   help="section 3: repeat (sync, then each async run) this many times; "
+                        "every async run is compared with the sync runs around it and the "
+                        "target uses the median (full 2, quick 1)")
     p.add_argument("--bracket_sync", type=int, choices=[0, 1], default=None,
                    help="1: run sync again after the async runs and compare async with "
                         "the mean of both sync runs, against load drift (full 1, quick 0)")
@@ -202,7 +221,7 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     preset = QUICK if args.quick else FULL
     for name in ("env_seconds", "sampler_seconds", "train_seconds", "train_warmup_s",
-                 "train_actors", "bracket_sync"):
+                 "train_actors", "bracket_sync", "train_rounds"):
         if getattr(args, name) is None:
             setattr(args, name, preset[name])
     args.env_warmup_s = preset["env_warmup_s"]
@@ -290,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
+    if any(db for _, db in train_actors) and args.train_backend != "envpool":
+        print("--train_actors Ndb (double buffering) needs --train_backend envpool: the "
+              "sync backend steps in the calling thread", file=sys.stderr)
+        return 2
     results: dict[str, Any] = {
         "benchmark": "collection",
         "machine": machine_info(("torch", "gymnasium", "numpy", "envpool", "mujoco", "alf")),
@@ -303,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             "double_buffering_env": args.double_buffering_env,
             "double_buffering_envs": args.double_buffering_envs,
             "train_seconds": args.train_seconds, "train_warmup_s": args.train_warmup_s,
-            "bracket_sync": bool(args.bracket_sync),
+            "bracket_sync": bool(args.bracket_sync), "train_rounds": args.train_rounds,
             "train": {"backend": args.train_backend,
                       "envpool_threads": args.train_envpool_threads, "envs": args.train_envs,
                       "unroll_length": args.train_unroll_length, "epochs": args.train_epochs,
@@ -392,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
                        "--train_epochs", str(args.train_epochs),
                        "--train_mini_batch", str(args.train_mini_batch)]
         runs = [("sync", 0, False)] + [("async", k, db) for k, db in train_actors]
+        runs *= max(1, args.train_rounds)
         if args.bracket_sync:
             runs.append(("sync", 0, False))
         for index, (mode, actors, double_buffering) in enumerate(runs):
