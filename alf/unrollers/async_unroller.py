@@ -94,7 +94,7 @@ class AsyncUnroller:
     :class:`ActorError` naming it and carrying its traceback; an actor that exits, as
     :class:`ActorError` with its exit code; one silent for ``heartbeat_timeout_s`` (every
     environment step is a heartbeat), as :class:`ActorTimeoutError`. :meth:`close` stops
-    and joins every actor (terminating stragglers) and frees the shared memory.
+    and joins every actor (killing stragglers) and frees the shared memory.
 
     Runs are not bit-for-bit reproducible: which parameters chose which actions depends
     on the timing of the processes.
@@ -411,12 +411,14 @@ class AsyncUnroller:
             if heartbeat > 0:  # written first just before the actor reports ready
                 silent = now - heartbeat
                 if silent > self.heartbeat_timeout_s:
+                    process.kill()  # hung: nothing of it to save, and close() need not wait
                     raise ActorTimeoutError(
                         f"{self._describe(actor_id)} has shown no sign of life for "
                         f"{silent:.1f} s (heartbeat_timeout_s={self.heartbeat_timeout_s}): "
                         "is an environment step hanging?"
                     )
             elif now - self._started_at > self.startup_timeout_s:
+                process.kill()
                 raise ActorTimeoutError(
                     f"{self._describe(actor_id)} did not finish building its environments "
                     f"and algorithm within startup_timeout_s={self.startup_timeout_s}"
@@ -424,17 +426,13 @@ class AsyncUnroller:
 
 
 def _shutdown(channels: ActorChannels, processes: list[Any], join_s: float = 3.0) -> None:
-    """Stops the actors, joins them (terminating, then killing, stragglers) and closes
-    the queues."""
+    """Stops the actors, joins them (killing stragglers) and closes the queues."""
     channels.stop.set()
     deadline = time.monotonic() + join_s
     for process in processes:
         process.join(timeout=max(0.0, deadline - time.monotonic()))
     for process in processes:
-        if process.is_alive():
-            process.terminate()
-            process.join(timeout=1.0)
-        if process.is_alive():
+        if process.is_alive():  # actors ignore SIGTERM (see actor_main): kill stragglers
             process.kill()
             process.join()
     # The learner only writes buffer indices (at most ``num_buffers`` small pickles, far
