@@ -46,16 +46,13 @@ def _ppo_factory() -> Callable[..., Any]:
 
 
 def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
-    """Per batched step: microseconds in the environment's step (``step_async`` +
-    ``step_wait``; and in EnvPool's own ``send`` + ``recv`` inside them), in
-    ``rollout_step``, and in the rest of ``SyncUnroller.unroll``."""
+    """Per batched step: microseconds in ``env.step`` (and in EnvPool's own ``send`` +
+    ``recv`` inside it), in ``rollout_step``, and in the rest of ``SyncUnroller.unroll``."""
     env, algorithm = unroller.env, unroller.algorithm
     env_s: list[float] = []
     policy_s: list[float] = []
     pool_s: list[float] = []
-    # The unroller steps with step_async + step_wait (EnvPool's send + recv).
-    env.step_async = timed(env.step_async, env_s)
-    env.step_wait = timed(env.step_wait, env_s)
+    env.step = timed(env.step, env_s)  # (ALF's EnvPool step is EnvPool's send + recv)
     algorithm.rollout_step = timed(algorithm.rollout_step, policy_s)
     pool = getattr(env, "envpool_env", None)
     try:
@@ -81,7 +78,7 @@ def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
     if pool is not None and pool_s:
         result["per_step_envpool_raw_us"] = sum(pool_s) * per
         result["per_step_env_wrapper_us"] = (sum(env_s) - sum(pool_s)) * per
-    del env.step_async, env.step_wait, algorithm.rollout_step
+    del env.step, algorithm.rollout_step
     if pool is not None and pool_s:
         del pool.send, pool.recv
     return result

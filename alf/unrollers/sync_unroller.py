@@ -124,8 +124,7 @@ class SyncUnroller:
         num_steps = self.unroll_length if num_steps is None else num_steps
         rows = self._begin_call()
         for _ in range(num_steps):
-            self._send()
-            self._receive(rows)
+            self._record(self.env.step(self._policy_step.output), rows)
         return self._end_call(rows)
 
     def _begin_call(self) -> list[Experience]:
@@ -149,13 +148,18 @@ class SyncUnroller:
         return list(self._tail)
 
     def _send(self) -> None:
-        """Starts the environments' step with the last chosen actions."""
+        """Starts the environments' step with the last chosen actions (for
+        :class:`DoubleBufferedUnroller`; :meth:`unroll` itself only needs ``env.step``)."""
         self.env.step_async(self._policy_step.output)
 
     def _receive(self, rows: list[Experience]) -> None:
         """Waits for the step :meth:`_send` started, chooses the next actions and appends
         the row to ``rows``."""
-        time_step = self.env.step_wait()
+        self._record(self.env.step_wait(), rows)
+
+    def _record(self, time_step: TimeStep, rows: list[Experience]) -> None:
+        """Takes in the environments' new step: chooses the next actions and appends the
+        row to ``rows``."""
         if self.on_step is not None:
             self.on_step()
         self.episodes.update(time_step)
