@@ -60,7 +60,7 @@ def report(results: dict[str, Any]) -> str:
             label = ("SyncUnroller.unroll()" if r["mode"] == "sync" else
                      f"AsyncUnroller.collect()+publish(), {r['num_actors']} actors")
             if "error" in r:
-                rows.append([label, r["num_envs"], "FAILED", "-", "-"])
+                rows.append([label, r["num_envs"], "FAILED", "-", "-", "-"])
                 continue
             if r["mode"] == "sync":
                 note = (f"per batch step: total {r['per_step_total_us']:.0f} us = env.step "

@@ -117,13 +117,10 @@ def worker_sampler_sync(args: argparse.Namespace) -> dict[str, Any]:
         return create_environment(env_name, num_envs, seed=seed, vectorization_mode="envpool",
                                   **_envpool_kwargs(args))
 
-    try:
-        if args.double_buffering:
-            envs = (make_env(n // 2, 0), make_env(n - n // 2, n // 2))
-        else:
-            envs = (make_env(n, 0),)
-    except ImportError as err:  # e.g. HalfCheetah without the [mujoco] extra
-        return {"mode": "sync", "env_name": env_name, "num_envs": n, "skipped": str(err)}
+    if args.double_buffering:
+        envs = (make_env(n // 2, 0), make_env(n - n // 2, n // 2))
+    else:
+        envs = (make_env(n, 0),)
     algorithm = _ppo_factory()(observation_spec=envs[0].observation_spec(),
                                action_spec=envs[0].action_spec())
     algorithm.eval()

@@ -196,3 +196,33 @@ def test_double_buffering_needs_even_groups_and_a_background_backend():
         unroller.close()
     assert not multiprocessing.active_children()
     assert not leaked_shm_entries(before)
+
+
+class _FailingAlgorithm(_BalancingAlgorithm):
+    """Raises in its ``fail_at``-th rollout step."""
+
+    fail_at = 4
+
+    def rollout_step(self, time_step, state):
+        self.fail_at -= 1
+        if self.fail_at == 0:
+            raise RuntimeError("policy failed")
+        return super().rollout_step(time_step, state)
+
+
+def test_an_error_mid_unroll_leaves_no_step_in_flight():
+    envs = tuple(
+        create_environment("CartPole-v1", 2, seed=s, vectorization_mode="envpool") for s in (0, 2)
+    )
+    unroller = DoubleBufferedUnroller(
+        envs=envs, algorithm=_FailingAlgorithm(
+            observation_spec=envs[0].observation_spec(), action_spec=envs[0].action_spec()
+        ), unroll_length=UNROLL
+    )
+    try:
+        with pytest.raises(RuntimeError, match="policy failed"):
+            unroller.unroll()
+        for env in envs:  # usable: no step of the failed call is still pending
+            assert env.step(torch.zeros(2, dtype=torch.int64)).step_type.shape == (2,)
+    finally:
+        unroller.close()

@@ -206,8 +206,8 @@ class _ReversedPool:
         obs, info = self._pool.reset()
         return obs[::-1], {**info, "env_id": info["env_id"][::-1]}
 
-    def step(self, action):
-        *out, info = self._pool.step(action)
+    def recv(self):  # (EnvPoolEnvironment.step is send + recv)
+        *out, info = self._pool.recv()
         return (*(x[::-1] for x in out), {**info, "env_id": info["env_id"][::-1]})
 
 

@@ -2,7 +2,8 @@
 
 An actor builds its environments and a CPU copy of the algorithm, then loops: take a free
 fragment buffer, load the newest published parameters if the version changed, unroll
-``unroll_length`` steps with a :class:`SyncUnroller`, write them into the buffer, and
+``unroll_length`` steps with a :class:`SyncUnroller` (or, with double buffering, a
+:class:`DoubleBufferedUnroller`), write them into the buffer, and
 send its index to the learner. Every message is a small tuple of Python numbers and
 strings; the data stays in shared memory.
 """
@@ -129,13 +130,13 @@ def _build_unroller(setup: ActorSetup) -> SyncUnroller | DoubleBufferedUnroller:
     """The actor's environments, its copy of the algorithm and the unroller stepping them."""
     make_env = cloudpickle.loads(setup.env_factory)
     n = setup.envs_per_actor
-    if setup.double_buffering:
-        first = n // 2
-        envs = [make_env(num_parallel_environments=first, seed=setup.env_seed)]
-        envs.append(make_env(num_parallel_environments=n - first, seed=setup.env_seed + first))
-    else:
-        envs = [make_env(num_parallel_environments=n, seed=setup.env_seed)]
+    groups = [(n // 2, 0), (n - n // 2, n // 2)] if setup.double_buffering else [(n, 0)]
+    envs = []
     try:
+        for num_envs, first_env in groups:
+            envs.append(
+                make_env(num_parallel_environments=num_envs, seed=setup.env_seed + first_env)
+            )
         algorithm = cloudpickle.loads(setup.algorithm_factory)(
             observation_spec=envs[0].observation_spec(), action_spec=envs[0].action_spec()
         )

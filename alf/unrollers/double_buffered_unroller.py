@@ -133,13 +133,29 @@ class DoubleBufferedUnroller:
         first, second = self._groups
         first_rows = first._begin_call()
         second_rows = second._begin_call()
-        first._send()
-        for k in range(self.unroll_length):
-            second._send()  # the second group steps while the policy acts for the first
-            first._receive(first_rows)
-            if k + 1 < self.unroll_length:
-                first._send()  # and the first steps while the policy acts for the second
-            second._receive(second_rows)
+        in_flight = [False, False]  # a step started and not yet received, per group
+        try:
+            first._send()
+            in_flight[0] = True
+            for k in range(self.unroll_length):
+                second._send()  # the second group steps while the policy acts for the first
+                in_flight[1] = True
+                in_flight[0] = False
+                first._receive(first_rows)
+                if k + 1 < self.unroll_length:
+                    first._send()  # and the first steps while the policy acts for the second
+                    in_flight[0] = True
+                in_flight[1] = False
+                second._receive(second_rows)
+        except BaseException:
+            # Leave no step in flight: the environments stay usable (or closable).
+            for group, pending in zip(self._groups, in_flight, strict=True):
+                if pending:
+                    try:
+                        group.env.step_wait()
+                    except Exception:  # noqa: BLE001 - the first error is the one to raise
+                        pass
+            raise
         first_exp = first._end_call(first_rows)
         second_exp = second._end_call(second_rows)
         second_exp = second_exp._replace(env_id=second_exp.env_id + self._id_shift)
