@@ -332,8 +332,11 @@ def test_sigterm_to_torchrun_stops_every_rank_at_the_same_checkpointed_iteration
         r"sha256 ([0-9a-f]{64})",
         output,
     )
-    assert sorted(rank for rank, _, _ in stopped) == ["0", "1"], output[-3000:]
-    (_, iteration0, digest0), (_, iteration1, digest1) = stopped
+    # Each rank's line appears twice (its log and its stdout): one entry per rank.
+    by_rank = {rank: (iteration, digest) for rank, iteration, digest in stopped}
+    assert sorted(by_rank) == ["0", "1"], output[-3000:]
+    assert len(set(stopped)) == 2, stopped  # no rank reported two different stops
+    (iteration0, digest0), (iteration1, digest1) = by_rank["0"], by_rank["1"]
     assert (iteration0, digest0) == (iteration1, digest1)
     assert checkpoint_steps(root)[-1] == int(iteration0)
 
