@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from collection_common import CARTPOLE, RAW_NUM_ENVS
-from common import fmt_num, format_table
+from common import fmt_num, format_table, median
 
 
 def percent(value: float | None, ref: float | None) -> str:
@@ -201,12 +200,12 @@ def targets(results: dict[str, Any]) -> list[str]:
     for r, ratio in async_ratios(train):
         ratios.setdefault(f"{async_label(r)} ({r['algorithm']})", []).append(ratio)
     for label, values in ratios.items():
-        median = statistics.median(values)
+        middle = median(values)
         runs = "" if len(values) == 1 else (
             f", median of {len(values)}: " + ", ".join(f"{v:.2f}x" for v in values))
         lines.append(f"{label} / the sync runs around it ({sync['algorithm']}) training "
-                     f"steps/s = {median:.2f}x{runs} "
-                     f"(target >= 1.5x: {'met' if median >= 1.5 else 'NOT met'})")
+                     f"steps/s = {middle:.2f}x{runs} "
+                     f"(target >= 1.5x: {'met' if middle >= 1.5 else 'NOT met'})")
     if sync:
         lines.append(f"sync run balance: {100 * sync['collect_fraction']:.0f}% collecting "
                      f"(env + inference), {100 * sync['train_fraction']:.0f}% training "
