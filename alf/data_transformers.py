@@ -339,16 +339,26 @@ class ObservationNormalizer(DataTransformer):
 
 @configurable
 class RewardNormalizer(DataTransformer):
-    """Divides rewards by their running standard deviation (and optionally subtracts
-    their mean), then clips them. Only the rewards algorithms train on change: episode
+    """Divides rewards by a running standard deviation (and optionally subtracts their
+    mean), then clips them. Only the rewards algorithms train on change: episode
     returns in summaries and evaluations stay the environment's.
+
+    By default the standard deviation is that of the rewards themselves. With
+    ``return_based=True`` it is that of each environment's running discounted return
+    (``G <- gamma * G + r``, reset at episode starts), the scaling Stable-Baselines3's
+    ``VecNormalize`` and CleanRL's PPO use on MuJoCo: rewards then come out on the scale
+    that makes the value targets roughly unit-sized, whatever the episode length.
 
     Args:
         observation_spec: nest of specs of the observations (unchanged).
         center: subtract the running mean too (changes the optimal policy of tasks
-            whose episodes have varying lengths; off by default).
+            whose episodes have varying lengths; off by default; not with
+            ``return_based``).
         clip_value: clipping bound (None: no clipping).
-        update_mode: ``"rollout"`` or ``"replay"`` (see :class:`ObservationNormalizer`).
+        update_mode: ``"rollout"`` or ``"replay"`` (see :class:`ObservationNormalizer`);
+            ``return_based`` needs ``"rollout"`` (returns run along whole trajectories).
+        return_based: scale by the standard deviation of discounted returns.
+        gamma: the discount of those returns (use the algorithm's).
     """
 
     def __init__(
@@ -358,20 +368,62 @@ class RewardNormalizer(DataTransformer):
         center: bool = False,
         clip_value: float | None = 10.0,
         update_mode: str = "rollout",
+        return_based: bool = False,
+        gamma: float = 0.99,
     ) -> None:
         super().__init__(observation_spec=observation_spec)
         self.update_mode = _check_update_mode(update_mode)
+        if return_based and update_mode != "rollout":
+            raise ValueError(
+                "RewardNormalizer.return_based needs update_mode='rollout': discounted "
+                "returns run along whole trajectories, not sampled replay batches"
+            )
+        if return_based and center:
+            raise ValueError("RewardNormalizer: center and return_based exclude each other")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"RewardNormalizer.gamma must be in [0, 1], got {gamma}")
         self.center = center
         self.clip_value = clip_value
+        self.return_based = return_based
+        self.gamma = gamma
         self.stats = RunningMeanStd(shape=())
+        # Each environment's running discounted return, indexed by env_id (not saved:
+        # after a resume the environments start new episodes anyway).
+        self._returns = torch.zeros(0, dtype=torch.float64)
 
     def _transform(self, batch: Batch) -> Batch:
         reward = self.stats.normalize(batch.reward, center=self.center, clip=self.clip_value)
         return batch._replace(reward=reward)
 
     def update_statistics(self, exp: Experience) -> None:
-        # A FIRST step's reward is a placeholder 0, not a reward.
-        self.stats.update(exp.reward[exp.step_type != StepType.FIRST])
+        if not self.return_based:
+            # A FIRST step's reward is a placeholder 0, not a reward.
+            self.stats.update(exp.reward[exp.step_type != StepType.FIRST])
+            return
+        self.stats.update(self._discounted_returns(exp))
+
+    def _discounted_returns(self, exp: Experience) -> torch.Tensor:
+        """Advances every environment's discounted return over the batch's transitions
+        and returns the values it took (one per transition).
+
+        Row 0 of a rollout batch repeats the last row of the previous one (consecutive
+        unrolls overlap by a row), so only rows ``1..T`` are new transitions."""
+        reward = exp.reward[1:].detach().to(torch.float64).cpu()
+        first = (exp.step_type[1:] == StepType.FIRST).cpu()
+        env_id = exp.env_id[1:].long().cpu()
+        if env_id.numel() and int(env_id.max()) >= self._returns.numel():
+            grown = torch.zeros(int(env_id.max()) + 1, dtype=torch.float64)
+            grown[: self._returns.numel()] = self._returns
+            self._returns = grown
+        values = []
+        for t in range(reward.shape[0]):
+            ids = env_id[t]
+            g = torch.where(first[t], 0.0, self._returns[ids] * self.gamma + reward[t])
+            self._returns[ids] = g
+            values.append(g[~first[t]])
+        if not values:
+            return reward.reshape(-1)
+        return torch.cat(values).to(self.stats.mean.device)
 
 
 @configurable

@@ -303,3 +303,59 @@ def test_normalizer_statistics_are_restored_exactly_on_resume_and_in_play(tmp_pa
         env.close()
     for name, value in after.items():
         assert torch.equal(played[name], value), name
+
+
+def _reward_batch(rewards: list[list[float]], firsts: list[list[bool]], env_ids: list[int]):
+    t, b = len(rewards), len(env_ids)
+    return Experience(
+        step_type=torch.tensor(
+            [[StepType.FIRST if f else StepType.MID for f in row] for row in firsts]
+        ),
+        reward=torch.tensor(rewards),
+        discount=torch.ones(t, b),
+        observation=torch.zeros(t, b, 2),
+        prev_action=torch.zeros(t, b),
+        env_id=torch.tensor([env_ids] * t),
+        action=torch.zeros(t, b),
+    )
+
+
+def test_return_based_reward_normalizer_uses_discounted_returns_across_overlapping_unrolls():
+    gamma = 0.9
+    normalizer = RewardNormalizer(
+        observation_spec=TensorSpec((2,)), return_based=True, gamma=gamma, clip_value=None
+    )
+    rng = np.random.default_rng(3)
+    # Two environments, 9 steps, an episode restart in env 1 at step 5.
+    rewards = rng.normal(1.0, 2.0, size=(9, 2))
+    firsts = np.zeros((9, 2), dtype=bool)
+    firsts[0, :] = True
+    firsts[5, 1] = True
+    rewards[firsts] = 0.0
+    expected = []
+    returns = [0.0, 0.0]
+    for t in range(1, 9):
+        for b in range(2):
+            if firsts[t, b]:
+                returns[b] = 0.0
+                continue
+            returns[b] = gamma * returns[b] + rewards[t, b]
+            expected.append(returns[b])
+    # Unrolls of 4 steps overlap by a row: rows 0-4 then 4-8 (the second batch's
+    # columns are in the other order: statistics follow env_id, not the column).
+    first_batch = _reward_batch(rewards[:5].tolist(), firsts[:5].tolist(), [0, 1])
+    second_batch = _reward_batch(
+        rewards[4:, ::-1].tolist(), firsts[4:, ::-1].tolist(), [1, 0]
+    )
+    normalizer.update_statistics(first_batch)
+    normalizer.update_statistics(second_batch)
+    assert normalizer.stats.count.item() == len(expected)
+    assert normalizer.stats.mean.item() == pytest.approx(np.mean(expected))
+    assert normalizer.stats.var.item() == pytest.approx(np.var(expected))
+
+
+def test_return_based_reward_normalizer_refuses_replay_updates_and_centering():
+    with pytest.raises(ValueError, match="update_mode='rollout'"):
+        RewardNormalizer(observation_spec=TensorSpec((2,)), return_based=True, update_mode="replay")
+    with pytest.raises(ValueError, match="center"):
+        RewardNormalizer(observation_spec=TensorSpec((2,)), return_based=True, center=True)

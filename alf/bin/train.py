@@ -26,6 +26,8 @@ from types import FrameType
 
 from absl import app, flags, logging
 
+from alf.utils import run_files
+
 flags.DEFINE_string("root_dir", None, "Directory of the run's files (created if missing).")
 flags.DEFINE_string("conf", None, "The .gin config file.")
 flags.DEFINE_multi_string("conf_param", [], "A gin binding 'Name.param=value'; wins over --conf.")
@@ -38,7 +40,11 @@ EXIT_USER_ERROR = 2
 EXIT_TRAINING_ERROR = 3
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int, status_dir: str | None = None) -> None:
+    """Prints ``message`` as the one error line and exits with ``code``; records the
+    failure in ``status_dir``'s status file when given (rank 0 of a run that started)."""
+    if status_dir is not None:
+        run_files.write_status(status_dir, run_files.RunStatus.FAILED, error=message, exit_code=code)
     print(f"alf.bin.train: error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 
@@ -117,6 +123,14 @@ def main(argv: list[str]) -> None:
 
     if interrupts:
         trainer.request_stop()
+    status_dir = root_dir if trainer.is_main else None
+    if status_dir is not None:
+        run_files.write_status(
+            status_dir,
+            run_files.RunStatus.RUNNING,
+            num_env_steps=trainer.config.num_env_steps,
+            num_iterations=trainer.config.num_iterations,
+        )
     try:
         result = trainer.train()
     except (
@@ -125,18 +139,37 @@ def main(argv: list[str]) -> None:
         EnvironmentWorkerError,
         distributed.DistributedError,
     ) as err:
-        _fail(_ranked(str(err), context), EXIT_TRAINING_ERROR)
+        _fail(_ranked(str(err), context), EXIT_TRAINING_ERROR, status_dir)
     except RuntimeError as err:
         if context is None or not distributed.is_communication_error(err):
+            if status_dir is not None:
+                run_files.write_status(status_dir, run_files.RunStatus.FAILED, error=repr(err))
             raise
         _fail(
             f"rank {context.rank}: lost contact with the other ranks ({err}); another rank "
             "probably died: its output has the cause",
             EXIT_TRAINING_ERROR,
+            status_dir,
         )
+    except BaseException as err:
+        if status_dir is not None:
+            run_files.write_status(status_dir, run_files.RunStatus.FAILED, error=repr(err))
+        raise
     finally:
         trainer.close()
         distributed.shutdown_distributed()
+    if status_dir is not None:
+        state = run_files.RunStatus.STOPPED if result["stopped_early"] else (
+            run_files.RunStatus.FINISHED
+        )
+        run_files.write_status(
+            status_dir,
+            state,
+            iteration=result["iteration"],
+            env_steps=result["env_steps"],
+            num_env_steps=trainer.config.num_env_steps,
+            eval_average_return=result.get("eval_average_return"),
+        )
     summary = f"Finished at iteration {result['iteration']} ({result['env_steps']} env steps)"
     if "eval_average_return" in result:
         summary += f"; evaluation average return {result['eval_average_return']:.2f}"
