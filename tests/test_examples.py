@@ -16,6 +16,7 @@ EXAMPLES = sorted(CONF.parent.glob("*.gin"))
 # Configs that need an optional extra, by the module it installs.
 NEEDS = {
     "half_cheetah": ("mujoco", "mujoco"),
+    "common/mujoco_": ("mujoco", "mujoco"),
     "envpool": ("envpool", "envpool"),
     'preset = "atari"': ("ale_py", "atari"),
     "dm_control/": ("shimmy", "dmc"),
@@ -42,7 +43,7 @@ def _missing_extra(conf: Path) -> str | None:
 
 
 def test_every_example_is_covered():
-    assert len(EXAMPLES) >= 16, [p.name for p in EXAMPLES]
+    assert len(EXAMPLES) >= 24, [p.name for p in EXAMPLES]
 
 
 @pytest.mark.parametrize("conf", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -1,0 +1,123 @@
+r"""Tunes a config's hyperparameters with Optuna; every trial is an ``alf.bin.train`` run.
+
+Usage::
+
+    python -m alf.bin.tune --conf=alf/examples/ppo_cart_pole.gin --root_dir=~/tune/cp \
+        --space='lr/LinearSchedule.start=loguniform(1e-4, 3e-3)' \
+        --space='PPOAlgorithm.num_epochs=int(4, 20)' \
+        --space='PPOAlgorithm.gae_lambda=choice(0.8, 0.9, 0.95)' \
+        --trials=20 [--objective=last|best] [--conf_param=...] [--jobs=1] [--pruner=median]
+
+Search spaces: ``uniform(a, b)``, ``loguniform(a, b)``, ``int(a, b)``, ``logint(a, b)``,
+``choice(v1, v2, ...)`` (gin values). The objective is the evaluation return of each
+trial (its last evaluation, or its best with ``--objective=best``), so the config must
+evaluate during training (``TrainerConfig.eval_interval``) for pruning to act. Trials are
+run dirs ``root_dir/trial-<n>/``; the study is ``root_dir/study.db`` (SQLite), so running
+the command again continues it (``--trials`` is the study's total). The best bindings are
+printed at the end as ready-to-paste gin lines. Exit status: 0, 2 for bad arguments,
+130 when interrupted (the running trials checkpoint and resume next time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line flags."""
+    parser = argparse.ArgumentParser(
+        prog="python -m alf.bin.tune",
+        description="Tune a config's hyperparameters with Optuna (each trial an ALF run).",
+    )
+    parser.add_argument("--conf", required=True, help="the .gin config file")
+    parser.add_argument("--root_dir", required=True, help="directory of the study and its trials")
+    parser.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        required=True,
+        help="'Name.param=loguniform(1e-5, 1e-2)' (also uniform, int, logint, choice); repeatable",
+    )
+    parser.add_argument("--trials", type=int, required=True, help="total trials of the study")
+    parser.add_argument(
+        "--objective",
+        default="last",
+        help="'last' or 'best' evaluation return of a trial (default: last)",
+    )
+    parser.add_argument(
+        "--conf_param", action="append", default=[], help="a binding given to every trial"
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="trials at once (default 1)")
+    parser.add_argument(
+        "--pruner", default="median", help="'median' (stop trials below the median) or 'none'"
+    )
+    parser.add_argument(
+        "--prune_startup_trials",
+        type=int,
+        default=3,
+        help="finished trials before the pruner acts (default 3)",
+    )
+    parser.add_argument(
+        "--prune_warmup_steps",
+        type=int,
+        default=0,
+        help="env steps of a trial before it can be pruned (default 0)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
+    return parser
+
+
+def _fail(message: str) -> None:
+    print(f"alf.bin.tune: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_USAGE)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses the flags, checks the config and runs the study; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    print(f"alf.bin.tune: tuning {args.conf} in {args.root_dir}", flush=True)
+    from alf.experiments.launcher import check_bindings
+    from alf.experiments.tune import SearchSpaceError, Tuner, parse_space
+
+    if not os.path.isfile(args.conf):
+        _fail(f"config file not found: '{args.conf}'")
+    try:
+        space = [parse_space(flag) for flag in args.space]
+        tuner = Tuner(
+            conf=args.conf,
+            root_dir=args.root_dir,
+            space=space,
+            trials=args.trials,
+            conf_params=args.conf_param,
+            objective=args.objective,
+            jobs=args.jobs,
+            pruner=args.pruner,
+            prune_startup_trials=args.prune_startup_trials,
+            prune_warmup_steps=args.prune_warmup_steps,
+            seed=args.seed,
+        )
+    except (SearchSpaceError, ValueError) as err:
+        _fail(str(err))
+    error = check_bindings(
+        args.conf, [*args.conf_param, *(f"{s.name}={s.example_value()}" for s in space)]
+    )
+    if error:
+        _fail(error)
+    try:
+        return tuner.run_with_signals()
+    except ValueError as err:  # e.g. a study of another search space in root_dir
+        _fail(str(err))
+    return EXIT_USAGE
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,410 @@
+"""Hyperparameter tuning on Optuna: every trial is an ordinary ``alf.bin.train`` run.
+
+The objective is a run's evaluation return (its last or its best evaluation). Each
+evaluation is reported to Optuna as an intermediate value at the run's env steps, so a
+pruner can stop unpromising trials (with a checkpoint, like any stopped run). The study
+lives in ``root_dir/study.db`` (SQLite): running the same command again continues it,
+relaunching the trials that were interrupted from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from alf.experiments.grid import split_top_level
+from alf.experiments.launcher import RunProcess, RunSpec
+from alf.utils import run_files
+
+__all__ = [
+    "SearchSpaceError",
+    "Tuner",
+    "TuneSpace",
+    "parse_space",
+    "read_objective",
+]
+
+STUDY_FILE = "study.db"
+STUDY_NAME = "alf"
+OBJECTIVES = ("last", "best")
+_STOP_WAIT_S = 300.0
+
+
+class SearchSpaceError(ValueError):
+    """A ``--space`` flag that does not parse."""
+
+
+@dataclass(frozen=True)
+class TuneSpace:
+    """One searched parameter.
+
+    Attributes:
+        name: the gin binding name, ``Name.param``.
+        kind: ``uniform``, ``loguniform``, ``int``, ``logint`` or ``choice``.
+        args: the bounds (numbers) or the choices (gin text).
+    """
+
+    name: str
+    kind: str
+    args: tuple[Any, ...]
+
+    def distribution(self) -> Any:
+        """The Optuna distribution."""
+        import optuna.distributions as dist
+
+        if self.kind == "uniform":
+            return dist.FloatDistribution(self.args[0], self.args[1])
+        if self.kind == "loguniform":
+            return dist.FloatDistribution(self.args[0], self.args[1], log=True)
+        if self.kind == "int":
+            return dist.IntDistribution(self.args[0], self.args[1])
+        if self.kind == "logint":
+            return dist.IntDistribution(self.args[0], self.args[1], log=True)
+        return dist.CategoricalDistribution(list(self.args))
+
+    def gin_value(self, value: Any) -> str:
+        """The gin text of a sampled ``value``."""
+        if isinstance(value, float):
+            return repr(value)
+        return str(value)
+
+    def example_value(self) -> str:
+        """A value in the space, to check the binding's name before tuning."""
+        return self.gin_value(self.args[0])
+
+    def text(self) -> str:
+        """The flag's canonical text."""
+        return f"{self.name}={self.kind}({', '.join(str(a) for a in self.args)})"
+
+
+_SPACE_RE = re.compile(r"^\s*([A-Za-z_][\w./]*\.[A-Za-z_]\w*)\s*=\s*(\w+)\s*\((.*)\)\s*$", re.S)
+_KINDS = ("uniform", "loguniform", "int", "logint", "choice")
+
+
+def parse_space(flag: str) -> TuneSpace:
+    """Parses ``'Name.param=loguniform(1e-5, 1e-2)'`` (also ``uniform(a, b)``,
+    ``int(a, b)``, ``logint(a, b)``, ``choice(v1, v2, ...)`` with gin values).
+
+    Raises:
+        SearchSpaceError: naming the flag and what is wrong.
+    """
+    match = _SPACE_RE.match(flag)
+    usage = (
+        "expected 'Name.param=KIND(...)' with KIND one of " + ", ".join(_KINDS)
+    )
+    if not match:
+        raise SearchSpaceError(f"--space '{flag}': {usage}")
+    name, kind, inner = match.groups()
+    if kind not in _KINDS:
+        raise SearchSpaceError(f"--space '{flag}': unknown kind '{kind}'; {usage}")
+    try:
+        args = split_top_level(inner)
+    except ValueError as err:
+        raise SearchSpaceError(f"--space '{flag}': {err}") from None
+    if any(not a for a in args):
+        raise SearchSpaceError(f"--space '{flag}': empty argument")
+    if kind == "choice":
+        if len(args) < 2:
+            raise SearchSpaceError(f"--space '{flag}': choice needs at least two values")
+        return TuneSpace(name=name, kind=kind, args=tuple(args))
+    if len(args) != 2:
+        raise SearchSpaceError(f"--space '{flag}': {kind} takes two bounds, low and high")
+    number = int if kind in ("int", "logint") else float
+    try:
+        low, high = (number(a) for a in args)
+    except ValueError:
+        raise SearchSpaceError(
+            f"--space '{flag}': the bounds of {kind} must be {number.__name__}s"
+        ) from None
+    if not low < high:
+        raise SearchSpaceError(f"--space '{flag}': low must be below high")
+    if kind in ("loguniform", "logint") and low <= 0:
+        raise SearchSpaceError(f"--space '{flag}': {kind} needs a positive low bound")
+    return TuneSpace(name=name, kind=kind, args=(low, high))
+
+
+def read_objective(run_dir: str, objective: str) -> float | None:
+    """The run's last (or best) evaluation return, None if it has none."""
+    returns = [
+        float(r["eval/average_return"])
+        for r in run_files.read_progress(run_dir)
+        if "eval/average_return" in r
+    ]
+    returns = [r for r in returns if math.isfinite(r)]
+    if not returns:
+        return None
+    return returns[-1] if objective == "last" else max(returns)
+
+
+@dataclass
+class _Trial:
+    trial: Any  # optuna.trial.Trial
+    process: RunProcess
+    reported_steps: set[int] | None = None  # env steps already reported
+    pruned: bool = False
+    evaluations: int = 0
+
+
+class Tuner:
+    """Runs an Optuna study whose trials are ALF runs in ``root_dir/trial-<n>/``.
+
+    Args:
+        conf: the gin config file.
+        root_dir: the study's directory (``study.db`` and the trials' run dirs).
+        space: the searched parameters.
+        trials: the study's total number of trials (finished, pruned and failed count).
+        conf_params: bindings given to every trial (before the sampled ones).
+        objective: ``"last"`` or ``"best"`` evaluation return.
+        jobs: trials at once.
+        pruner: ``"median"`` or ``"none"``.
+        prune_startup_trials: trials finished before the pruner acts.
+        prune_warmup_steps: env steps of a trial before it can be pruned.
+        seed: the sampler's seed.
+        out: where lines are printed.
+    """
+
+    def __init__(
+        self,
+        *,
+        conf: str,
+        root_dir: str,
+        space: Sequence[TuneSpace],
+        trials: int,
+        conf_params: Sequence[str] = (),
+        objective: str = "last",
+        jobs: int = 1,
+        pruner: str = "median",
+        prune_startup_trials: int = 3,
+        prune_warmup_steps: int = 0,
+        seed: int = 0,
+        out: Callable[[str], None] = print,
+    ) -> None:
+        if trials < 1:
+            raise ValueError(f"--trials must be >= 1, got {trials}")
+        if jobs < 1:
+            raise ValueError(f"--jobs must be >= 1, got {jobs}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"--objective must be one of {OBJECTIVES}, got '{objective}'")
+        if pruner not in ("median", "none"):
+            raise ValueError(f"--pruner must be 'median' or 'none', got '{pruner}'")
+        names = [s.name for s in space]
+        if not space or len(set(names)) != len(names):
+            raise ValueError("--space: give each searched parameter once (at least one)")
+        self.conf = os.path.abspath(os.path.expanduser(conf))
+        self.root_dir = os.path.abspath(os.path.expanduser(root_dir))
+        self.space = list(space)
+        self.num_trials = trials
+        self.conf_params = tuple(conf_params)
+        self.objective = objective
+        self.jobs = jobs
+        self.out = out
+        self._pruner_name = pruner
+        self._prune_startup_trials = prune_startup_trials
+        self._prune_warmup_steps = prune_warmup_steps
+        self._seed = seed
+        self._stop = False
+        self._running: list[_Trial] = []
+
+    # ------------------------------------------------------------------ study
+    def _open_study(self) -> Any:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        os.makedirs(self.root_dir, exist_ok=True)
+        pruner = (
+            optuna.pruners.MedianPruner(
+                n_startup_trials=self._prune_startup_trials,
+                n_warmup_steps=self._prune_warmup_steps,
+            )
+            if self._pruner_name == "median"
+            else optuna.pruners.NopPruner()
+        )
+        study = optuna.create_study(
+            storage=f"sqlite:///{os.path.join(self.root_dir, STUDY_FILE)}",
+            study_name=STUDY_NAME,
+            direction="maximize",
+            load_if_exists=True,
+            sampler=optuna.samplers.TPESampler(seed=self._seed),
+            pruner=pruner,
+        )
+        identity = {
+            "conf": self.conf,
+            "space": [s.text() for s in self.space],
+            "objective": self.objective,
+        }
+        saved = {key: study.user_attrs.get(key) for key in identity}
+        if all(v is None for v in saved.values()):
+            for key, value in identity.items():
+                study.set_user_attr(key, value)
+        elif saved != identity:
+            changed = ", ".join(k for k in identity if saved[k] != identity[k])
+            raise ValueError(
+                f"root_dir '{self.root_dir}' holds a study with a different {changed}; "
+                "use another --root_dir"
+            )
+        return study
+
+    def _bindings(self, params: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(f"{s.name}={s.gin_value(params[s.name])}" for s in self.space)
+
+    def _launch(self, trial: Any, reported_steps: set[int]) -> None:
+        run_dir = os.path.join(self.root_dir, f"trial-{trial.number:04d}")
+        spec = RunSpec(
+            run_dir=run_dir,
+            conf=self.conf,
+            conf_params=(*self.conf_params, *self._bindings(trial.params)),
+        )
+        process = RunProcess(spec)
+        self._running.append(
+            _Trial(trial=trial, process=process, reported_steps=set(reported_steps))
+        )
+        shown = ", ".join(self._bindings(trial.params))
+        self.out(f"tune: trial {trial.number} started: {shown} (log: {process.log_path})")
+
+    # ------------------------------------------------------------------- loop
+    def request_stop(self) -> None:
+        """Stops launching trials and asks the running ones to checkpoint and exit
+        (they stay open in the study and are resumed by the next run of the command)."""
+        self._stop = True
+
+    def run(self, poll_s: float = 0.5) -> int:
+        """Runs trials until the study has :attr:`num_trials`; returns 0 (130 when
+        stopped)."""
+        import optuna
+        from optuna.trial import TrialState
+
+        study = self._open_study()
+        distributions = {s.name: s.distribution() for s in self.space}
+        # Trials left running by an interrupted tuner resume from their checkpoints.
+        stale = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+        done = len(study.get_trials(deepcopy=False)) - len(stale)
+        self.out(
+            f"tune: study {os.path.join(self.root_dir, STUDY_FILE)}: {done} trials done, "
+            f"{len(stale)} to resume, {max(0, self.num_trials - done - len(stale))} to start"
+        )
+        # Optuna has no public way back from a stored trial to a reportable one; its
+        # trial id is what its Trial objects are made of. Evaluations reported before
+        # the interruption are not reported again.
+        resume = [
+            (optuna.trial.Trial(study, t._trial_id), set(t.intermediate_values)) for t in stale
+        ]
+        while True:
+            self._poll(study)
+            if self._stop:
+                for item in self._running:
+                    item.process.terminate()
+                if not self._running:
+                    break
+            else:
+                while len(self._running) < self.jobs and (
+                    resume or len(study.get_trials(deepcopy=False)) < self.num_trials
+                ):
+                    trial, known = resume.pop(0) if resume else (study.ask(distributions), set())
+                    self._launch(trial, known)
+                if not self._running:
+                    break
+            time.sleep(poll_s)
+        self._print_best(study)
+        return 130 if self._stop else 0
+
+    def run_with_signals(self) -> int:
+        """:meth:`run` with SIGINT/SIGTERM stopping the study cleanly."""
+        signals = 0
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            nonlocal signals
+            signals += 1
+            if signals == 1:
+                self.out("tune: stopping the running trials (each writes a checkpoint)")
+                self.request_stop()
+            else:
+                for item in self._running:
+                    item.process.kill()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self.run()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            for item in self._running:
+                item.process.terminate()
+                if item.process.wait(_STOP_WAIT_S) is None:
+                    item.process.kill()
+
+    def _poll(self, study: Any) -> None:
+        from optuna.trial import TrialState
+
+        for item in list(self._running):
+            run_dir = item.process.spec.run_dir
+            self._report_evaluations(item, run_dir)
+            code = item.process.poll()
+            if code is None:
+                continue
+            self._running.remove(item)
+            number = item.trial.number
+            state = (run_files.read_status(run_dir) or {}).get("state")
+            if item.pruned:
+                study.tell(item.trial, state=TrialState.PRUNED)
+                self.out(f"tune: trial {number} pruned after {item.evaluations} evaluations")
+            elif code == 0 and state == run_files.RunStatus.FINISHED:
+                value = read_objective(run_dir, self.objective)
+                if value is None:
+                    study.tell(item.trial, state=TrialState.FAIL)
+                    self.out(f"tune: trial {number} has no evaluation; counted as failed")
+                else:
+                    study.tell(item.trial, value)
+                    self.out(f"tune: trial {number} finished: {self.objective} eval {value:.2f}")
+            elif self._stop or state == run_files.RunStatus.STOPPED:
+                self.out(f"tune: trial {number} stopped (resumed by the next tune command)")
+            else:
+                study.tell(item.trial, state=TrialState.FAIL)
+                self.out(
+                    f"tune: trial {number} FAILED (exit {code}): "
+                    f"{item.process.last_error_line()} (log: {item.process.log_path})"
+                )
+
+    def _report_evaluations(self, item: _Trial, run_dir: str) -> None:
+        evals = [r for r in run_files.read_progress(run_dir) if "eval/average_return" in r]
+        new = False
+        for record in evals:
+            step, value = int(record["env_steps"]), float(record["eval/average_return"])
+            if step in item.reported_steps or not math.isfinite(value):
+                continue
+            item.trial.report(value, step=step)
+            item.reported_steps.add(step)
+            new = True
+        item.evaluations = len(evals)
+        if new and not item.pruned and not self._stop and item.trial.should_prune():
+            item.pruned = True
+            item.process.terminate()
+
+    def _print_best(self, study: Any) -> None:
+        from optuna.trial import TrialState
+
+        complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+        counts = {
+            state.name.lower(): sum(t.state == state for t in study.get_trials(deepcopy=False))
+            for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+        }
+        self.out(
+            "tune: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + " trials"
+        )
+        if not complete:
+            self.out("tune: no trial has finished yet")
+            return
+        best = study.best_trial
+        self.out(
+            f"tune: best trial {best.number} ({self.objective} evaluation return "
+            f"{best.value:.2f}, run dir {os.path.join(self.root_dir, f'trial-{best.number:04d}')}):"
+        )
+        for binding in self._bindings(best.params):
+            name, value = binding.split("=", 1)
+            self.out(f"{name} = {value}")

@@ -1,0 +1,251 @@
+"""Tests of ``alf.bin.sweep``: grid parsing, launching grid points x seeds as real
+``alf.bin.train`` runs (CartPole, a few thousand steps), skipping finished runs,
+resuming interrupted ones after Ctrl-C, a failing run among good ones, and bad input."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from helpers_cli import (
+    CONF,
+    checkpoint_steps,
+    error_lines,
+    popen_cli,
+    read_progress,
+    run_cli,
+    stop_process,
+    wait_for,
+)
+
+from alf.experiments.grid import GridError, expand_grid, parse_grid_flag, split_top_level
+from alf.experiments.sweep import Sweep, parse_seeds
+
+SMALL = (
+    "TrainerConfig.num_env_steps=1024",
+    "TrainerConfig.eval_interval=4",
+    "TrainerConfig.num_eval_episodes=2",
+    "TrainerConfig.num_eval_environments=2",
+    "TrainerConfig.checkpoint_interval=2",
+)
+
+
+def sweep_cmd(root: Path, *flags: str, params: tuple[str, ...] = SMALL) -> list[str]:
+    cmd = [sys.executable, "-m", "alf.bin.sweep", f"--conf={CONF}", f"--root_dir={root}"]
+    return cmd + [f"--conf_param={p}" for p in params] + list(flags)
+
+
+def status(run_dir: Path) -> dict:
+    return json.loads((run_dir / "status.json").read_text())
+
+
+# ------------------------------------------------------------------ parsing
+def test_grid_flags_parse_into_named_points_with_bindings():
+    assert parse_grid_flag("PPOAlgorithm.num_epochs=[4, 10]") == (
+        "PPOAlgorithm.num_epochs",
+        ["4", "10"],
+    )
+    name, values = parse_grid_flag("lr/LinearSchedule.start=[1e-3,3e-4]")
+    assert name == "lr/LinearSchedule.start" and values == ["1e-3", "3e-4"]
+    assert split_top_level("(64, 64), (32,), 'a,b'") == ["(64, 64)", "(32,)", "'a,b'"]
+    points = expand_grid(
+        [
+            "PPOAlgorithm.num_epochs=[4, 10]",
+            "ActorDistributionNetwork.fc_layer_params=[(64,), (32, 32)]",
+        ],
+        "unused",
+    )
+    assert [p.name for p in points] == [
+        "num_epochs=4,fc_layer_params=(64,)",
+        "num_epochs=4,fc_layer_params=(32,32)",
+        "num_epochs=10,fc_layer_params=(64,)",
+        "num_epochs=10,fc_layer_params=(32,32)",
+    ]
+    assert points[1].bindings == (
+        "PPOAlgorithm.num_epochs=4",
+        "ActorDistributionNetwork.fc_layer_params=(32, 32)",
+    )
+    # The same parameter name on two classes keeps the class in the directory name.
+    twins = expand_grid(["A.lr=[1]", "B.lr=[2]"], "unused")
+    assert twins[0].name == "A.lr=1,B.lr=2"
+    assert expand_grid([], "ppo_cart_pole")[0].name == "ppo_cart_pole"
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("PPOAlgorithm.num_epochs", "expected 'Name.param="),
+        ("num_epochs=[1]", "not a 'Name.param'"),
+        ("PPOAlgorithm.num_epochs=4", "list in brackets"),
+        ("PPOAlgorithm.num_epochs=[4,]", "empty value"),
+        ("PPOAlgorithm.num_epochs=[(4,]", "unbalanced"),
+    ],
+)
+def test_bad_grid_flags_are_named(flag, message):
+    with pytest.raises(GridError, match=message) as info:
+        parse_grid_flag(flag)
+    assert flag in str(info.value)
+
+
+def test_seeds_parse_lists_and_ranges():
+    assert parse_seeds("0,1,2") == [0, 1, 2]
+    assert parse_seeds("3-5") == [3, 4, 5]
+    assert parse_seeds("7") == [7]
+    for bad in ("a", "", "1,1"):
+        with pytest.raises(ValueError, match="--seeds"):
+            parse_seeds(bad)
+
+
+def test_sweep_lays_out_grid_point_and_seed_dirs(tmp_path):
+    sweep = Sweep(
+        conf=str(CONF),
+        root_dir=str(tmp_path),
+        seeds=[0, 1],
+        grid=["PPOAlgorithm.num_epochs=[2, 4]"],
+        conf_params=["TrainerConfig.num_env_steps=512"],
+        jobs=2,
+    )
+    dirs = [Path(run.spec.run_dir).relative_to(tmp_path).as_posix() for run in sweep.runs]
+    assert dirs == [
+        "num_epochs=2/seed-0",
+        "num_epochs=2/seed-1",
+        "num_epochs=4/seed-0",
+        "num_epochs=4/seed-1",
+    ]
+    params = sweep.runs[3].spec.conf_params
+    # The sweep's own bindings come after the user's, so they win.
+    assert params == (
+        "TrainerConfig.num_env_steps=512",
+        "PPOAlgorithm.num_epochs=4",
+        "TrainerConfig.random_seed=1",
+    )
+
+
+# ------------------------------------------------------------------ bad input
+@pytest.mark.parametrize(
+    "flags, culprit",
+    [
+        (["--grid=PPOAlgorithm.num_epochz=[1,2]"], "num_epochz"),
+        (["--grid=NoSuchThing.num_epochs=[1,2]"], "NoSuchThing"),
+        (["--grid=PPOAlgorithm.num_epochs=(1,2)"], "list in brackets"),
+        (["--jobs=0"], "--jobs must be >= 1"),
+        (["--seeds=a,b"], "--seeds"),
+    ],
+)
+def test_bad_sweep_input_gets_one_line_and_status_2(tmp_path, flags, culprit):
+    proc = run_cli(sweep_cmd(tmp_path / "sweep", *flags), timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = error_lines(proc.stderr, "alf.bin.sweep")
+    assert len(errors) == 1 and culprit in errors[0], proc.stderr[-2000:]
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_missing_config_file_is_named(tmp_path):
+    cmd = [sys.executable, "-m", "alf.bin.sweep", "--conf=/no/such.gin", f"--root_dir={tmp_path}"]
+    proc = run_cli(cmd, timeout=60)
+    assert proc.returncode == 2
+    assert "/no/such.gin" in error_lines(proc.stderr, "alf.bin.sweep")[0]
+
+
+# ------------------------------------------------------------------ real runs
+def test_sweep_runs_every_point_and_seed_then_skips_them(tmp_path):
+    root = tmp_path / "sweep"
+    proc = run_cli(
+        sweep_cmd(root, "--seeds=0,1", "--grid=PPOAlgorithm.num_epochs=[2, 4]", "--jobs=2"),
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = sorted(p.parent.relative_to(root).as_posix() for p in root.rglob("status.json"))
+    assert runs == [
+        "num_epochs=2/seed-0",
+        "num_epochs=2/seed-1",
+        "num_epochs=4/seed-0",
+        "num_epochs=4/seed-1",
+    ]
+    for run in runs:
+        run_dir = root / run
+        assert status(run_dir)["state"] == "finished"
+        config = (run_dir / "config.gin").read_text()
+        assert f"TrainerConfig.random_seed = {run[-1]}" in config
+        assert f"PPOAlgorithm.num_epochs = {run.split('/')[0][-1]}" in config
+        assert any("eval/average_return" in r for r in read_progress(run_dir))
+    # A line per run with its state, env steps and last evaluation.
+    assert "num_epochs=4/seed-1  done" in proc.stdout
+    assert "1,024 env steps (100%), last eval" in proc.stdout
+
+    again = run_cli(
+        sweep_cmd(root, "--seeds=0,1", "--grid=PPOAlgorithm.num_epochs=[2, 4]"), timeout=120
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "4 already finished" in again.stdout
+    assert "started" not in again.stdout
+    assert again.stdout.count("done (skipped)") == 4
+
+
+def test_a_failing_run_is_reported_and_the_others_finish(tmp_path):
+    root = tmp_path / "sweep"
+    proc = run_cli(
+        sweep_cmd(
+            root,
+            "--grid=create_environment.env_name=['CartPole-v1', 'NoSuchEnv-v0']",
+            "--jobs=2",
+        ),
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    good, bad = root / "env_name=CartPole-v1" / "seed-0", root / "env_name=NoSuchEnv-v0" / "seed-0"
+    assert status(good)["state"] == "finished"
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("sweep: FAILED")]
+    assert len(failed) == 1, proc.stdout
+    assert "NoSuchEnv-v0" in failed[0] and str(bad / "train.log") in failed[0]
+    assert "NoSuchEnv-v0" in (bad / "train.log").read_text()
+
+
+def test_ctrl_c_stops_every_run_with_a_checkpoint_and_a_rerun_resumes_them(tmp_path):
+    root = tmp_path / "sweep"
+    long_budget = (*SMALL[1:], "TrainerConfig.num_env_steps=2000000")
+    cmd = sweep_cmd(root, "--seeds=0,1", "--jobs=2", params=long_budget)
+    proc, out_path, _ = popen_cli(cmd, tmp_path / "logs")
+    runs = [root / "ppo_cart_pole" / f"seed-{k}" for k in (0, 1)]
+    try:
+        wait_for(
+            lambda: all(checkpoint_steps(run) for run in runs),
+            timeout=240,
+            proc=proc,
+            what="a checkpoint in both runs",
+        )
+        proc.send_signal(signal.SIGINT)  # as Ctrl-C in a terminal: the sweep alone
+        assert proc.wait(timeout=120) == 130
+    finally:
+        stop_process(proc)
+    out = out_path.read_text()
+    assert out.count("sweep: stopped ppo_cart_pole/seed-") == 2, out
+    stopped_at = {}
+    for run in runs:
+        assert status(run)["state"] == "stopped"
+        stopped_at[run] = status(run)["env_steps"]
+        # The checkpoint written on the signal is the run's last iteration.
+        assert checkpoint_steps(run)[-1] == status(run)["iteration"]
+
+    # Rerun with a budget just past where they stopped: both resume and finish.
+    budget = max(stopped_at.values()) + 512
+    resumed = run_cli(
+        sweep_cmd(
+            root,
+            "--seeds=0,1",
+            "--jobs=2",
+            params=(*SMALL[1:], f"TrainerConfig.num_env_steps={budget}"),
+        ),
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    for run in runs:
+        assert status(run)["state"] == "finished"
+        log = (run / "train.log").read_text()
+        resumed_line = [line for line in log.splitlines() if "Resumed from" in line]
+        assert len(resumed_line) == 1, log[-3000:]
+        assert f"{stopped_at[run]} env steps" in resumed_line[0]
+        assert status(run)["env_steps"] >= budget
