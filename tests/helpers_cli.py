@@ -39,9 +39,11 @@ TINY_PARAMS = (
     f"{UNUSED_BINDING}=2.0",
 )
 
-# One line printed by absl for the periodic progress report (rl_trainer._print_progress).
+# One line printed by absl for the periodic progress report (TrainingReport.print_progress).
 PROGRESS_LINE_RE = re.compile(
-    r"iteration \d+ \| env steps \d+ \| \d+ steps/s \| return (n/a|-?[\d.]+)"
+    r"iteration (?P<iteration>\d+) \| env steps (?P<env_steps>\d+) \((?P<percent>\d+\.\d)%\)"
+    r" \| \d+ steps/s \| return (?P<ret>n/a|-?[\d.]+) \| elapsed (?P<elapsed>\d+:\d\d:\d\d)"
+    r" \| ETA (?P<eta>\d+:\d\d:\d\d|n/a)"
 )
 CKPT_RE = re.compile(r"^ckpt-(\d+)\.pt$")
 

@@ -93,13 +93,17 @@ def test_tensorboard_events_hold_train_and_eval_scalars(run_dir):
     train.Reload()
     train_tags = set(train.Tags()["scalars"])
     assert {"train/average_return", "train/loss"} <= train_tags, train_tags
-    assert [e.step for e in train.Scalars("train/loss")] == list(
-        range(2, TINY_NUM_ITERATIONS + 1, 2)
-    )
+    # Scalars are logged against env steps; the iteration is a scalar of its own.
+    iterations = list(range(2, TINY_NUM_ITERATIONS + 1, 2))
+    assert [e.step for e in train.Scalars("train/loss")] == [
+        i * STEPS_PER_ITERATION for i in iterations
+    ]
+    assert [e.value for e in train.Scalars("train/iteration")] == iterations
     evaluation = EventAccumulator(str(run_dir / "eval"))
     evaluation.Reload()
     eval_tags = set(evaluation.Tags()["scalars"])
     assert {"eval/average_return", "eval/average_episode_length"} <= eval_tags, eval_tags
+    assert {"eval/iteration"} <= eval_tags
 
 
 def test_progress_jsonl(run_dir):

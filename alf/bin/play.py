@@ -26,6 +26,7 @@ flags.DEFINE_integer("seed", 12345, "Seed of the played environment.")
 flags.DEFINE_string("record_file", None, "Write a video of the episodes to this .mp4 file.")
 flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
 FLAGS = flags.FLAGS
+_OWN_FLAGS = ("root_dir", "checkpoint_step", "num_episodes", "seed", "record_file", "conf_param")
 
 
 def _fail(message: str) -> None:
@@ -196,6 +197,13 @@ class _FrameRecorder:
 
 def run() -> None:
     """Console-script entry point."""
+    # Under a console script (alf-play) the main module is not this one: name its flags
+    # as the program's key flags, so --help lists them (see alf.bin.train.run).
+    for name in _OWN_FLAGS:
+        FLAGS.register_key_flag_for_module(sys.argv[0], FLAGS[name])
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and not getattr(main_module, "__doc__", None):
+        main_module.__doc__ = __doc__
     app.run(main)
 
 

@@ -35,6 +35,7 @@ flags.DEFINE_string(
     "device", None, "Training device: cpu, cuda or cuda:N (sets TrainerConfig.device)."
 )
 FLAGS = flags.FLAGS
+_OWN_FLAGS = ("root_dir", "conf", "conf_param", "device")
 
 EXIT_USER_ERROR = 2
 EXIT_TRAINING_ERROR = 3
@@ -44,7 +45,9 @@ def _fail(message: str, code: int, status_dir: str | None = None) -> None:
     """Prints ``message`` as the one error line and exits with ``code``; records the
     failure in ``status_dir``'s status file when given (rank 0 of a run that started)."""
     if status_dir is not None:
-        run_files.write_status(status_dir, run_files.RunStatus.FAILED, error=message, exit_code=code)
+        run_files.write_status(
+            status_dir, run_files.RunStatus.FAILED, error=message, exit_code=code
+        )
     print(f"alf.bin.train: error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 
@@ -57,6 +60,17 @@ def _ranked(message: str, context: object | None) -> str:
 def main(argv: list[str]) -> None:
     """Loads the config, builds the trainer and trains; see the module docstring."""
     del argv
+    if not FLAGS.root_dir:
+        _fail("--root_dir is required", EXIT_USER_ERROR)
+    if not FLAGS.conf and not FLAGS.conf_param:
+        _fail("--conf is required (or bindings through --conf_param)", EXIT_USER_ERROR)
+    root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
+    if os.environ.get("RANK", "0") == "0":
+        # Before the heavy imports below (torch, gymnasium: seconds), so the user sees at
+        # once that the command started.
+        conf = FLAGS.conf or "the --conf_param bindings"
+        print(f"alf.bin.train: building {conf} into {root_dir}", flush=True)
+
     import gymnasium
 
     from alf import config as alf_config
@@ -66,12 +80,7 @@ def main(argv: list[str]) -> None:
     from alf.trainers.run_lock import RunDirLockedError
     from alf.unrollers import ActorError
     from alf.utils import distributed
-
-    if not FLAGS.root_dir:
-        _fail("--root_dir is required", EXIT_USER_ERROR)
-    if not FLAGS.conf and not FLAGS.conf_param:
-        _fail("--conf is required (or bindings through --conf_param)", EXIT_USER_ERROR)
-    root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
+    from alf.utils.trackers import TrackerError
     # Signals are caught from the start: one that arrives while the trainer is being
     # built stops the run as soon as it can (after checkpointing, if anything trained).
     interrupts = 0
@@ -112,6 +121,7 @@ def main(argv: list[str]) -> None:
         UnknownEnvironmentError,
         CheckpointError,
         RunDirLockedError,
+        TrackerError,
     ) as err:
         _fail(_ranked(str(err), context), EXIT_USER_ERROR)
     except distributed.DistributedError as err:
@@ -189,8 +199,23 @@ def main(argv: list[str]) -> None:
     print(summary, flush=True)
 
 
+def _declare_main_flags(names: tuple[str, ...], module_doc: str | None) -> None:
+    """Makes ``--help`` list these flags and show ``module_doc`` when the program is a
+    console script (``alf-train``), whose main module is not the one defining them.
+
+    absl's ``--help`` lists the key flags of the module named ``sys.argv[0]``, and shows
+    ``__main__``'s docstring.
+    """
+    for name in names:
+        FLAGS.register_key_flag_for_module(sys.argv[0], FLAGS[name])
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and not getattr(main_module, "__doc__", None):
+        main_module.__doc__ = module_doc
+
+
 def run() -> None:
     """Console-script entry point."""
+    _declare_main_flags(_OWN_FLAGS, __doc__)
     app.run(main)
 
 

@@ -10,13 +10,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import IO, Any
 
 from alf.utils import run_files
 
-__all__ = ["RunProcess", "RunSpec", "check_bindings", "run_progress"]
+__all__ = ["RunProcess", "RunSpec", "check_bindings", "run_progress", "run_stopping_on_signals"]
+
+STOP_WAIT_S = 300.0
+"""How long stopped runs get to write their checkpoints before they are killed."""
 
 
 @dataclass(frozen=True)
@@ -159,3 +163,45 @@ def check_bindings(conf: str | None, conf_params: Sequence[str]) -> str | None:
     except alf_config.ConfigError as err:
         return " ".join(str(err).split())
     return None
+
+
+def run_stopping_on_signals(
+    run: Callable[[], int],
+    *,
+    request_stop: Callable[[], None],
+    running: Callable[[], list[RunProcess]],
+    announce: Callable[[str], None],
+) -> int:
+    """Calls ``run()`` with SIGINT/SIGTERM handled as a launcher of runs should: the
+    first signal calls ``request_stop`` (the caller then terminates its runs, which
+    checkpoint), a second one kills the ``running()`` runs at once. Runs still going when
+    ``run`` returns or raises are terminated (killed after :data:`STOP_WAIT_S`).
+
+    Args:
+        run: the launcher's loop; returns its exit status.
+        request_stop: asks the loop to stop its runs and return.
+        running: the runs still going.
+        announce: called with the first signal's name.
+    """
+    signals = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            announce(signal.Signals(signum).name)
+            request_stop()
+        else:
+            for process in running():
+                process.kill()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return run()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for process in running():  # e.g. after an exception in the loop
+            process.terminate()
+            if process.wait(STOP_WAIT_S) is None:
+                process.kill()

@@ -7,14 +7,12 @@ same sweep again skips finished runs and resumes the others from their checkpoin
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import FrameType
 
 from alf.experiments.grid import GridPoint, expand_grid
-from alf.experiments.launcher import RunProcess, RunSpec, run_progress
+from alf.experiments.launcher import RunProcess, RunSpec, run_progress, run_stopping_on_signals
 from alf.utils import run_files
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "Sweep", "SweepRun", "parse_seeds"]
@@ -23,8 +21,6 @@ EXIT_FAILED = 1
 """Exit status of a sweep in which some run failed (or was stopped from outside)."""
 EXIT_INTERRUPTED = 130
 """Exit status of a sweep stopped by Ctrl-C / SIGTERM (its runs checkpointed)."""
-
-_STOP_WAIT_S = 300.0  # how long stopped children get to write their checkpoints
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -174,31 +170,15 @@ class Sweep:
     def run_with_signals(self) -> int:
         """:meth:`run` with SIGINT/SIGTERM stopping the sweep cleanly (a second one kills
         the runs without checkpoints)."""
-        signals = 0
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            nonlocal signals
-            signals += 1
-            if signals == 1:
-                self.out(
-                    f"sweep: {signal.Signals(signum).name}: stopping every run (each writes a "
-                    "checkpoint); again to kill them"
-                )
-                self.request_stop()
-            else:
-                for run in self._running():
-                    run.process.kill()
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return self.run()
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            for run in self._running():  # e.g. an exception in the loop
-                run.process.terminate()
-                if run.process.wait(_STOP_WAIT_S) is None:
-                    run.process.kill()
+        return run_stopping_on_signals(
+            self.run,
+            request_stop=self.request_stop,
+            running=lambda: [run.process for run in self._running()],
+            announce=lambda name: self.out(
+                f"sweep: {name}: stopping every run (each writes a checkpoint); again to "
+                "kill them"
+            ),
+        )
 
     # ---------------------------------------------------------------- internals
     def _running(self) -> list[SweepRun]:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import math
 import os
 import re
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from alf.experiments.grid import split_top_level
-from alf.experiments.launcher import RunProcess, RunSpec
+from alf.experiments.launcher import RunProcess, RunSpec, run_stopping_on_signals
 from alf.utils import run_files
 
 __all__ = [
@@ -34,7 +32,6 @@ __all__ = [
 STUDY_FILE = "study.db"
 STUDY_NAME = "alf"
 OBJECTIVES = ("last", "best")
-_STOP_WAIT_S = 300.0
 
 
 class SearchSpaceError(ValueError):
@@ -315,29 +312,16 @@ class Tuner:
         return 130 if self._stop else 0
 
     def run_with_signals(self) -> int:
-        """:meth:`run` with SIGINT/SIGTERM stopping the study cleanly."""
-        signals = 0
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            nonlocal signals
-            signals += 1
-            if signals == 1:
-                self.out("tune: stopping the running trials (each writes a checkpoint)")
-                self.request_stop()
-            else:
-                for item in self._running:
-                    item.process.kill()
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return self.run()
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            for item in self._running:
-                item.process.terminate()
-                if item.process.wait(_STOP_WAIT_S) is None:
-                    item.process.kill()
+        """:meth:`run` with SIGINT/SIGTERM stopping the study cleanly (a second one kills
+        the trials without checkpoints)."""
+        return run_stopping_on_signals(
+            self.run,
+            request_stop=self.request_stop,
+            running=lambda: [item.process for item in self._running],
+            announce=lambda name: self.out(
+                f"tune: {name}: stopping the running trials (each writes a checkpoint)"
+            ),
+        )
 
     def _poll(self, study: Any) -> None:
         from optuna.trial import TrialState

@@ -37,7 +37,7 @@ from alf.unrollers.async_unroller import AsyncUnroller
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.device import to_device
 from alf.utils.distributed import DistributedContext, resolve_device
-from alf.utils.summary import SummaryLogger, truncate_progress_log
+from alf.utils.summary import SummaryLogger, start_run_logging, truncate_progress_log
 
 __all__ = [
     "CHECKPOINT_KEYS",
@@ -193,10 +193,21 @@ class RLTrainer:
             return
         self.checkpointer.remove_stale_temporaries()
         truncate_progress_log(os.path.join(root_dir, "progress.jsonl"), self.iteration)
-        # Events after the resumed iteration (or all of them, for a fresh start) belong
-        # to a run that is being redone: drop them.
-        self.summary = SummaryLogger(root_dir, purge_step=self.iteration + 1)
+        # Events after the resumed step (or all of them, for a fresh start) belong to a
+        # run that is being redone: drop them. Trackers start; run_info.json is written.
+        self.summary = start_run_logging(
+            root_dir,
+            config=config,
+            purge_step=self._summary_step() + 1,
+            resumed_from=(self.iteration, self.env_steps) if resume_state else None,
+            device=self.device,
+            world_size=self._world_size,
+        )
         self._write_config(alf_config.config_str())
+
+    def _summary_step(self) -> int:
+        """Summaries' x-axis: env steps (iterations if training on offline data alone)."""
+        return self.iteration if self.offline_only else self.env_steps
 
     @property
     def _collect_device(self) -> torch.device | None:
@@ -435,7 +446,6 @@ class RLTrainer:
             self.reached_target = True
         self.summary.write(
             "eval",
-            self.iteration,
             {
                 "average_return": result.average_return,
                 "average_episode_length": result.average_episode_length,
@@ -446,6 +456,8 @@ class RLTrainer:
                 "elapsed_s": round(self._wall_time(), 3),
                 "train_time_s": round(self.train_time_s, 3),
             },
+            env_steps=self._summary_step(),
+            iteration=self.iteration,
         )
         logging.info(
             "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes",
@@ -489,7 +501,9 @@ class RLTrainer:
                 self.iteration += 1
                 self.env_steps += self._run_steps(steps)
                 self.train_time_s += elapsed
-                report.add_iteration(steps, elapsed, *self.unroller.episodes.pop_completed())
+                report.add_iteration(
+                    steps, elapsed, *self.unroller.episodes.pop_completed(), trained=bool(stats)
+                )
 
                 skipped_in_a_row = skipped_in_a_row + 1 if stats.get("skipped") == 1.0 else 0
                 if skipped_in_a_row >= config.max_consecutive_skipped_iterations:
@@ -512,6 +526,7 @@ class RLTrainer:
                     report.print_progress(
                         self.iteration,
                         self.env_steps,
+                        elapsed_s=self._wall_time(),
                         interval_s=config.progress_interval_s,
                         num_env_steps=config.num_env_steps,
                         num_iterations=config.num_iterations,
@@ -525,6 +540,10 @@ class RLTrainer:
                 ):
                     self.evaluate()
                 self.save_checkpoint()
+        except BaseException:
+            if self.summary is not None:
+                self.summary.mark_failed()  # the trackers' runs end as failed
+            raise
         finally:
             self.wall_time_s = self._wall_time()
             self._session_start = None
@@ -589,6 +608,7 @@ class RLTrainer:
                 "elapsed_s": round(self._wall_time(), 3),
                 "train_time_s": round(self.train_time_s, 3),
             },
+            env_steps=self._summary_step(),
             clipped_actions=self._num_clipped_actions(),
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,75 @@ from absl import logging
 from alf.utils.distributed import DistributedContext
 from alf.utils.summary import SummaryLogger
 
-__all__ = ["TrainingReport"]
+__all__ = ["RateWindow", "TrainingReport", "format_duration"]
+
+RATE_WINDOW_S = 60.0
+"""Seconds of recent progress the console's rate and ETA are measured over."""
+
+
+def format_duration(seconds: float) -> str:
+    """``h:mm:ss`` (hours unbounded), e.g. ``0:04:03``."""
+    total = max(0, int(round(seconds)))
+    hours, rest = divmod(total, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+class RateWindow:
+    """Environment steps and iterations per second over the last ``window_s`` seconds,
+    measured from the samples given to :meth:`add`.
+
+    :meth:`restart` forgets everything before the newest sample: the trainer calls it
+    when training begins after an off-policy run's random warm-up, whose steps are far
+    faster than training steps and would make the rate (and ETA) wrong for minutes.
+
+    Args:
+        now: the time of the first sample.
+        env_steps: the run's environment steps then.
+        iteration: the run's iteration then.
+        window_s: seconds of samples kept (at least this span is measured over).
+        resolution_s: samples closer than this to the previous one replace it.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: float,
+        env_steps: int,
+        iteration: int,
+        window_s: float = RATE_WINDOW_S,
+        resolution_s: float = 0.25,
+    ) -> None:
+        self.window_s = window_s
+        self.resolution_s = resolution_s
+        self._samples: collections.deque[tuple[float, int, int]] = collections.deque(
+            [(now, env_steps, iteration)]
+        )
+
+    def add(self, now: float, env_steps: int, iteration: int) -> None:
+        """Records the run's counts at time ``now``."""
+        samples = self._samples
+        if len(samples) >= 2 and now - samples[-2][0] < self.resolution_s:
+            samples[-1] = (now, env_steps, iteration)
+        else:
+            samples.append((now, env_steps, iteration))
+        # Keep one sample at or before the window's start, so the span is >= window_s.
+        while len(samples) > 2 and samples[1][0] <= now - self.window_s:
+            samples.popleft()
+
+    def restart(self) -> None:
+        """Measures from the newest sample on."""
+        self._samples = collections.deque([self._samples[-1]])
+
+    def rates(self) -> tuple[float, float] | None:
+        """``(env steps per second, iterations per second)``, or None before two
+        samples."""
+        if len(self._samples) < 2:
+            return None
+        (t0, steps0, it0), (t1, steps1, it1) = self._samples[0], self._samples[-1]
+        span = t1 - t0
+        if span <= 0:
+            return None
+        return (steps1 - steps0) / span, (it1 - it0) / span
 
 
 class TrainingReport:
@@ -20,11 +89,18 @@ class TrainingReport:
     :meth:`write_summary` (the train summary, from every rank's figures) and
     :meth:`print_progress` (a console line).
 
+    The console line's rate and ETA are measured over the last :data:`RATE_WINDOW_S`
+    seconds of wall time (evaluations and checkpoints included), and only since training
+    began: iterations that collected without training (an off-policy run's random
+    warm-up, ``TrainerConfig.initial_collect_steps``) are much faster, so while they last
+    the ETA is ``n/a``, and once training starts they are not counted.
+
     Args:
         summary: where rank 0 writes (None on the other ranks).
         distributed: this rank's context (None: a single process).
         start_iteration: the iteration the session started from.
         start_env_steps: the run's environment steps when the session started.
+        clock: the time source of the console line (seconds; for tests).
     """
 
     def __init__(
@@ -34,6 +110,7 @@ class TrainingReport:
         distributed: DistributedContext | None,
         start_iteration: int,
         start_env_steps: int,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.summary = summary
         self.distributed = distributed
@@ -43,17 +120,32 @@ class TrainingReport:
         self.recent_lengths: collections.deque[int] = collections.deque(maxlen=100)
         self._window_steps = 0
         self._window_time = 0.0
-        self._session_start = time.monotonic()
-        self._last_print = self._session_start
+        self._clock = clock
+        self._last_print = clock()
+        self._rates = RateWindow(
+            now=self._last_print, env_steps=start_env_steps, iteration=start_iteration
+        )
+        self._training = False  # whether an iteration of this session trained yet
+        self._restart_rates = False
 
     def add_iteration(
-        self, steps: int, elapsed_s: float, returns: list[float], lengths: list[int]
+        self,
+        steps: int,
+        elapsed_s: float,
+        returns: list[float],
+        lengths: list[int],
+        *,
+        trained: bool = True,
     ) -> None:
-        """Counts an iteration of this rank: its env steps, time and finished episodes."""
+        """Counts an iteration of this rank: its env steps, time and finished episodes;
+        ``trained``: whether it trained (False: it only collected, e.g. random warm-up)."""
         self._window_steps += steps
         self._window_time += elapsed_s
         self.recent_returns.extend(returns)
         self.recent_lengths.extend(lengths)
+        if trained and not self._training:
+            self._training = True
+            self._restart_rates = True
 
     def write_summary(
         self,
@@ -61,13 +153,14 @@ class TrainingReport:
         scalars: dict[str, Any],
         record: dict[str, Any],
         *,
+        env_steps: int,
         clipped_actions: int,
     ) -> None:
         """Writes the train summary: ``scalars`` plus the env steps per second, clipped
         actions and average return and episode length over all ranks (the last 100
         episodes of each), and ``record`` plus ``fps`` (and ``fps_per_rank``) as the
-        ``progress.jsonl`` line. In a data-parallel run every rank must call it (it
-        gathers the ranks' figures); rank 0 writes."""
+        ``progress.jsonl`` line, at the run's ``env_steps``. In a data-parallel run every
+        rank must call it (it gathers the ranks' figures); rank 0 writes."""
         local = [
             self._window_steps / max(self._window_time, 1e-9),
             sum(self.recent_returns),
@@ -91,37 +184,71 @@ class TrainingReport:
         record = {**record, "fps": round(fps, 1)}
         if self.distributed is not None:
             record["fps_per_rank"] = [round(row[0], 1) for row in per_rank]
-        self.summary.write("train", iteration, scalars, record)
+        self.summary.write("train", scalars, record, env_steps=env_steps, iteration=iteration)
 
     def print_progress(
         self,
         iteration: int,
         env_steps: int,
         *,
+        elapsed_s: float,
         interval_s: float,
         num_env_steps: int,
         num_iterations: int,
-    ) -> None:
-        """Logs ``iteration | env steps | steps/s | return | ETA`` if ``interval_s`` has
-        passed since the last line (this rank's returns)."""
-        now = time.monotonic()
-        if now - self._last_print < interval_s:
-            return
-        self._last_print = now
-        session_s = max(now - self._session_start, 1e-9)
-        rate = (env_steps - self.start_env_steps) / session_s
-        ret = f"{np.mean(self.recent_returns):.2f}" if self.recent_returns else "n/a"
-        eta = ""
-        if num_env_steps > 0 and rate > 0:
-            eta = f" | ETA {max(num_env_steps - env_steps, 0) / rate:.0f}s"
-        elif num_iterations > 0 and iteration > self.start_iteration:
-            per_iter = session_s / (iteration - self.start_iteration)
-            eta = f" | ETA {per_iter * (num_iterations - iteration):.0f}s"
-        logging.info(
-            "iteration %d | env steps %d | %.0f steps/s | return %s%s",
+    ) -> str | None:
+        """Logs :meth:`progress_line` if ``interval_s`` has passed since the last line;
+        returns the line (None if not yet). Call it after every iteration (it also
+        samples the rate)."""
+        now = self._clock()
+        line = self.progress_line(
             iteration,
             env_steps,
-            rate,
-            ret,
-            eta,
+            elapsed_s=elapsed_s,
+            num_env_steps=num_env_steps,
+            num_iterations=num_iterations,
+            now=now,
+        )
+        if now - self._last_print < interval_s:
+            return None
+        self._last_print = now
+        logging.info("%s", line)
+        return line
+
+    def progress_line(
+        self,
+        iteration: int,
+        env_steps: int,
+        *,
+        elapsed_s: float,
+        num_env_steps: int,
+        num_iterations: int,
+        now: float | None = None,
+    ) -> str:
+        """Samples the rate at ``now`` and returns the console line, e.g. ``iteration 120
+        | env steps 245760 (24.6%) | 1012 steps/s | return 1234.56 | elapsed 0:04:03 |
+        ETA 0:12:25`` (this rank's recent returns; ``elapsed_s``: the run's wall time
+        over all sessions)."""
+        now = self._clock() if now is None else now
+        if self._restart_rates:
+            self._restart_rates = False
+            self._rates.restart()
+        self._rates.add(now, env_steps, iteration)
+        step_rate, iteration_rate = self._rates.rates() or (0.0, 0.0)
+        fractions = []
+        etas = []
+        if num_env_steps > 0:
+            fractions.append(env_steps / num_env_steps)
+            if step_rate > 0:
+                etas.append(max(num_env_steps - env_steps, 0) / step_rate)
+        if num_iterations > 0:
+            fractions.append(iteration / num_iterations)
+            if iteration_rate > 0:
+                etas.append(max(num_iterations - iteration, 0) / iteration_rate)
+        done = min(1.0, max(fractions, default=0.0))
+        eta = format_duration(min(etas)) if etas and self._training else "n/a"
+        ret = f"{np.mean(self.recent_returns):.2f}" if self.recent_returns else "n/a"
+        return (
+            f"iteration {iteration} | env steps {env_steps} ({100 * done:.1f}%) | "
+            f"{step_rate:.0f} steps/s | return {ret} | elapsed {format_duration(elapsed_s)}"
+            f" | ETA {eta}"
         )

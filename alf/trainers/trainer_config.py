@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from alf.config import configurable
+from alf.utils.trackers import WANDB_MODES
 
 __all__ = ["RESUMABLE_SETTINGS", "TrainerConfig"]
 
@@ -32,6 +33,10 @@ RESUMABLE_SETTINGS = tuple(
         "mixed_precision",
         "distributed_timeout_s",
         "find_unused_parameters",
+        "wandb_project",
+        "wandb_mode",
+        "mlflow_tracking_uri",
+        "mlflow_experiment",
     )
 )
 """Bindings that may differ between a run and its resumption."""
@@ -120,6 +125,22 @@ class TrainerConfig:
         find_unused_parameters: data-parallel runs: set it for algorithms whose updates
             leave some optimized parameters without a gradient (passed to
             ``DistributedDataParallel``; costs a graph traversal per update).
+        wandb_project: log the run to this Weights & Biases project (None: no W&B; needs
+            the ``[wandb]`` extra). The W&B run is named after the last two components of
+            ``root_dir`` (e.g. ``ppo_hopper/seed-0``), gets the gin bindings as its config
+            and every train/eval scalar against ``env_steps``; a resumed run continues
+            the same W&B run (its id is kept in ``run_info.json``). W&B writes its files
+            under ``root_dir/wandb/`` (``WANDB_DIR`` wins); the entity is W&B's default
+            (``WANDB_ENTITY``).
+        wandb_mode: ``"online"``, ``"offline"`` (files only, ``wandb sync`` them later)
+            or ``"disabled"``. The ``WANDB_MODE`` environment variable wins when set.
+        mlflow_tracking_uri: log the run to MLflow at this tracking URI (None: no
+            MLflow; needs the ``[mlflow]`` extra): a server (``http://host:5000``), a
+            database (``sqlite:////abs/path/mlflow.db``), or a ``file:`` URI or plain
+            path for a local file store. Same run name, parameters (the gin bindings) and
+            scalars as W&B, the scalars' step being the env steps; a resumed run
+            continues the same MLflow run.
+        mlflow_experiment: the MLflow experiment of the run (created if missing).
     """
 
     algorithm_ctor: Callable | None = None
@@ -149,6 +170,10 @@ class TrainerConfig:
     mixed_precision: str | None = None
     distributed_timeout_s: float = 1800.0
     find_unused_parameters: bool = False
+    wandb_project: str | None = None
+    wandb_mode: str = "online"
+    mlflow_tracking_uri: str | None = None
+    mlflow_experiment: str = "alf"
 
     def __post_init__(self) -> None:
         if self.algorithm_ctor is None:
@@ -190,3 +215,22 @@ class TrainerConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
+        self._check_trackers()
+
+    def _check_trackers(self) -> None:
+        for name in ("wandb_project", "mlflow_tracking_uri"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(
+                    f"TrainerConfig.{name} must be a non-empty string or None, got {value!r}"
+                )
+        if self.wandb_mode not in WANDB_MODES:
+            raise ValueError(
+                f"TrainerConfig.wandb_mode must be one of {', '.join(map(repr, WANDB_MODES))}"
+                f", got {self.wandb_mode!r}"
+            )
+        if not isinstance(self.mlflow_experiment, str) or not self.mlflow_experiment.strip():
+            raise ValueError(
+                "TrainerConfig.mlflow_experiment must be a non-empty string, got "
+                f"{self.mlflow_experiment!r}"
+            )

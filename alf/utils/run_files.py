@@ -6,7 +6,9 @@ A run directory (``--root_dir`` of ``alf.bin.train``) holds::
     progress.jsonl      one JSON object per train summary or evaluation
     status.json         what the run is doing: running (with its pid), finished,
                         stopped or failed (with the error)
-    run_info.json       how it was started: command line, git revision, versions, host
+    run_info.json       how it was started (command line, git revision, versions, host,
+                        trackers' run ids) and resumed
+    code.diff           ``git diff HEAD`` of the ALF checkout at the start, if not empty
     train.log           the output of runs launched by ``alf.bin.sweep`` / ``alf.bin.tune``
     checkpoints/        ckpt-<iteration>.pt
     train/, eval/       TensorBoard events
@@ -26,6 +28,7 @@ from typing import Any
 
 __all__ = [
     "CHECKPOINT_DIR",
+    "CODE_DIFF_FILE",
     "CONFIG_FILE",
     "LOG_FILE",
     "METADATA_FILE",
@@ -38,6 +41,7 @@ __all__ = [
     "pid_alive",
     "read_bindings",
     "read_json",
+    "read_metadata",
     "read_progress",
     "read_status",
     "write_json_atomic",
@@ -48,6 +52,7 @@ CONFIG_FILE = "config.gin"
 PROGRESS_FILE = "progress.jsonl"
 STATUS_FILE = "status.json"
 METADATA_FILE = "run_info.json"
+CODE_DIFF_FILE = "code.diff"
 CHECKPOINT_DIR = "checkpoints"
 LOG_FILE = "train.log"
 
@@ -99,6 +104,11 @@ def read_status(run_dir: str) -> dict[str, Any] | None:
     if status.get("state") == RunStatus.RUNNING and not pid_alive(status.get("pid")):
         status = {**status, "state": "interrupted"}
     return status
+
+
+def read_metadata(run_dir: str) -> dict[str, Any] | None:
+    """``run_info.json`` of ``run_dir`` (None if missing or unreadable)."""
+    return read_json(os.path.join(run_dir, METADATA_FILE))
 
 
 def pid_alive(pid: Any) -> bool:

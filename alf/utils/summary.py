@@ -1,12 +1,19 @@
-"""Run summaries: TensorBoard event files and ``progress.jsonl``."""
+"""Run summaries: TensorBoard event files, ``progress.jsonl`` and experiment trackers."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["SummaryLogger", "truncate_progress_log"]
+from absl import logging
+
+from alf.utils import run_files
+from alf.utils.run_metadata import record_run_start, stored_tracker_info
+from alf.utils.trackers import Tracker, create_trackers
+
+__all__ = ["SummaryLogger", "start_run_logging", "truncate_progress_log"]
 
 
 def truncate_progress_log(path: str, last_iteration: int) -> None:
@@ -30,41 +37,83 @@ def truncate_progress_log(path: str, last_iteration: int) -> None:
 
 
 class SummaryLogger:
-    """Writes scalars to TensorBoard (``train/`` and ``eval/`` under ``root_dir``) and one
-    JSON object per summary to ``root_dir/progress.jsonl``.
+    """Writes scalars to TensorBoard (``train/`` and ``eval/`` under ``root_dir``) and to
+    the experiment trackers against the run's environment steps, and one JSON object per
+    summary to ``root_dir/progress.jsonl``.
 
     Args:
         root_dir: the run's directory.
-        purge_step: on resume, TensorBoard events at or after this step are discarded.
+        purge_step: on resume, TensorBoard events at or after this step (env steps, as
+            every scalar is written) are discarded.
+        trackers: started experiment trackers; they are finished by :meth:`close`. One
+            that fails to log is warned about and dropped (training goes on).
     """
 
-    def __init__(self, root_dir: str, *, purge_step: int | None = None) -> None:
-        from torch.utils.tensorboard import SummaryWriter
+    def __init__(
+        self,
+        root_dir: str,
+        *,
+        purge_step: int | None = None,
+        trackers: Sequence[Tracker] = (),
+    ) -> None:
+        self._trackers = list(trackers)
+        self._failed = False
+        try:
+            from torch.utils.tensorboard import SummaryWriter
 
-        self._writers = {
-            group: SummaryWriter(os.path.join(root_dir, group), purge_step=purge_step)
-            for group in ("train", "eval")
-        }
-        self._progress = open(os.path.join(root_dir, "progress.jsonl"), "a")  # noqa: SIM115
+            self._writers = {
+                group: SummaryWriter(os.path.join(root_dir, group), purge_step=purge_step)
+                for group in ("train", "eval")
+            }
+            path = os.path.join(root_dir, run_files.PROGRESS_FILE)
+            self._progress = open(path, "a")  # noqa: SIM115
+        except BaseException:
+            self._each_tracker("finish", lambda tracker: tracker.finish(failed=True))
+            raise
+
+    @property
+    def trackers(self) -> list[Tracker]:
+        """The trackers still being written to."""
+        return list(self._trackers)
+
+    def tracker_info(self) -> dict[str, dict[str, Any]]:
+        """``{name: run id and the like}`` of the trackers, for ``run_info.json``."""
+        return {tracker.name: tracker.info() for tracker in self._trackers}
 
     def write(
-        self, group: str, step: int, scalars: dict[str, Any], record: dict[str, Any]
+        self,
+        group: str,
+        scalars: dict[str, Any],
+        record: dict[str, Any],
+        *,
+        env_steps: int,
+        iteration: int,
     ) -> None:
-        """Writes ``scalars`` under ``group/`` at ``step`` and appends ``record`` plus the
-        scalars (named ``group/name``) as one line of ``progress.jsonl``. Scalars may be
-        numbers or 0-d tensors."""
+        """Writes ``scalars`` and the ``iteration`` under ``group/`` at step ``env_steps``
+        (TensorBoard and trackers), and appends ``record`` plus the scalars (named
+        ``group/name``) as one line of ``progress.jsonl``. Scalars may be numbers or 0-d
+        tensors."""
         writer = self._writers[group]
         line = dict(record)
         for name, value in scalars.items():
             value = float(value)
-            writer.add_scalar(f"{group}/{name}", value, step)
+            writer.add_scalar(f"{group}/{name}", value, env_steps)
             line[f"{group}/{name}"] = value
+        writer.add_scalar(f"{group}/iteration", iteration, env_steps)
         self._progress.write(json.dumps(line) + "\n")
         self._progress.flush()
+        if self._trackers:
+            logged = {key: value for key, value in line.items() if key.startswith(f"{group}/")}
+            logged[f"{group}/iteration"] = iteration
+            self._each_tracker("log", lambda tracker: tracker.log_scalars(logged, step=env_steps))
 
     def text(self, tag: str, text: str) -> None:
-        """Writes a text summary (e.g. the operative config)."""
+        """Writes a text summary (e.g. the operative config) to TensorBoard."""
         self._writers["train"].add_text(tag, f"<pre>{text}</pre>")
+
+    def mark_failed(self) -> None:
+        """Training raised: :meth:`close` ends the trackers' runs as failed."""
+        self._failed = True
 
     def flush(self) -> None:
         """Writes everything buffered to disk."""
@@ -73,7 +122,75 @@ class SummaryLogger:
         self._progress.flush()
 
     def close(self) -> None:
-        """Flushes and closes every file."""
+        """Flushes and closes every file, and finishes the trackers' runs."""
         for writer in self._writers.values():
             writer.close()
         self._progress.close()
+        failed = self._failed
+        self._each_tracker("finish", lambda tracker: tracker.finish(failed=failed))
+        self._trackers = []
+
+    def _each_tracker(self, what: str, call: Callable[[Tracker], None]) -> None:
+        for tracker in list(self._trackers):
+            try:
+                call(tracker)
+            except Exception as err:  # a tracker must not stop the training
+                logging.warning(
+                    "The %s tracker failed to %s (%s: %s); it gets nothing more from this run",
+                    tracker.name,
+                    what,
+                    type(err).__name__,
+                    err,
+                )
+                self._trackers.remove(tracker)
+
+
+def start_run_logging(
+    root_dir: str,
+    *,
+    config: Any,
+    purge_step: int,
+    resumed_from: tuple[int, int] | None,
+    device: Any,
+    world_size: int = 1,
+) -> SummaryLogger:
+    """Starts what a run session writes about itself (on rank 0): the trackers ``config``
+    (a ``TrainerConfig``) enables, with the gin bindings logged to them as the run's
+    config, the :class:`SummaryLogger`, and the session's record in ``run_info.json``
+    (:func:`~alf.utils.run_metadata.record_run_start`).
+
+    Args:
+        root_dir: the run directory.
+        config: the run's ``TrainerConfig``.
+        purge_step: TensorBoard events at or after this step are discarded.
+        resumed_from: ``(iteration, env_steps)`` of the resumed checkpoint (None: a
+            fresh start); the trackers' runs recorded in ``run_info.json`` continue.
+        device: the training device.
+        world_size: ranks of a data-parallel run.
+
+    Raises:
+        alf.utils.trackers.TrackerError: a tracker could not start.
+    """
+    from alf import config as alf_config
+
+    trackers = create_trackers(
+        config,
+        root_dir=root_dir,
+        previous=stored_tracker_info(root_dir) if resumed_from is not None else None,
+        params=alf_config.current_bindings(),
+    )
+    summary = SummaryLogger(root_dir, purge_step=purge_step, trackers=trackers)
+    try:
+        record_run_start(
+            root_dir,
+            config=config,
+            device=device,
+            world_size=world_size,
+            resumed_from=resumed_from,
+            trackers=summary.tracker_info(),
+        )
+    except BaseException:
+        summary.mark_failed()
+        summary.close()
+        raise
+    return summary

@@ -1,0 +1,126 @@
+r"""Plots the evaluation curves of runs, grouped into seeds of one configuration.
+
+Usage::
+
+    python -m alf.bin.plot DIR... [--out=curves.png] [--x=env_steps|wall_time] \
+        [--aggregate=mean|iqm] [--title=TEXT] [--reps=2000]
+
+Every run directory at or under the DIRs (a sweep, a single run, several sweeps) is
+read; runs whose configs differ only in ``TrainerConfig.random_seed`` (or, for runs of
+other frameworks, whose ``run_info.json`` names the same framework, environment and
+algorithm) form a group. Each environment gets a panel; each group a line, the mean (or
+IQM) of its seeds' evaluation returns, in a shaded 95% percentile-bootstrap band over
+seeds. The plotted numbers go to ``<out stem>.csv`` beside the picture. Runs still
+training are fine: a group's curve stops where its shortest run's does. Exit status: 0
+when written, 1 when no run has an evaluation yet, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_NOTHING = 1
+EXIT_USAGE = 2
+_PROG = "alf.bin.plot"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line flags."""
+    parser = argparse.ArgumentParser(
+        prog="python -m alf.bin.plot",
+        description="Plot evaluation curves of runs grouped by config (seeds aggregated).",
+    )
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or their roots")
+    parser.add_argument(
+        "--out",
+        default="curves.png",
+        help="the picture (png, pdf or svg; default %(default)s); the CSV goes beside it",
+    )
+    parser.add_argument(
+        "--x",
+        choices=("env_steps", "wall_time"),
+        default="env_steps",
+        help="x axis: env steps or wall-clock time of training (default %(default)s)",
+    )
+    parser.add_argument(
+        "--aggregate",
+        choices=("mean", "iqm"),
+        default="mean",
+        help="the line: mean or interquartile mean over seeds (default %(default)s)",
+    )
+    parser.add_argument("--title", default=None, help="title above the panels")
+    parser.add_argument(
+        "--reps", type=int, default=2000, help="bootstrap resamples (default %(default)s)"
+    )
+    return parser
+
+
+def _fail(message: str, status: int = EXIT_USAGE) -> int:
+    print(f"{_PROG}: error: {message}", file=sys.stderr, flush=True)
+    return status
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses the flags, reads the runs, draws the picture and writes the CSV; returns
+    the exit status."""
+    args = build_parser().parse_args(argv)
+    from alf.experiments import plotting, runs
+
+    if args.reps < 1:
+        return _fail(f"--reps must be >= 1, got {args.reps}")
+    out = os.path.expanduser(args.out)
+    stem, ext = os.path.splitext(out)
+    if not ext:
+        out = f"{out}.png"
+    elif ext.lower() == ".csv":
+        return _fail(
+            f"--out '{args.out}': give the picture's name (e.g. .png); the CSV goes beside it"
+        )
+    error = runs.no_run_error(args.dirs)
+    if error:
+        return _fail(error)
+    groups = runs.group_runs(runs.load_runs(args.dirs))
+    curves, notes = plotting.group_curves(
+        groups, x=args.x, aggregate=args.aggregate, reps=args.reps
+    )
+    for note in notes:
+        print(f"{_PROG}: note: {note}", flush=True)
+    num_runs = sum(len(g.runs) for g in groups)
+    if not curves:
+        return _fail(
+            f"nothing to plot: none of the {num_runs} runs under {', '.join(args.dirs)} has "
+            "an evaluation record yet",
+            EXIT_NOTHING,
+        )
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    try:
+        plotting.plot_curves(curves, out, x=args.x, aggregate=args.aggregate, title=args.title)
+    except ValueError as err:  # e.g. a format matplotlib does not write
+        return _fail(f"--out '{args.out}': {err}")
+    except ImportError as err:
+        return _fail(f"{err}: plotting needs matplotlib (pip install 'alf[research]')")
+    csv_path = plotting.csv_path_for(out)
+    plotting.write_csv(curves, csv_path, x=args.x)
+    envs = len({c.group.env for c in curves})
+    used = sum(c.seeds for c in curves)
+    print(
+        f"{_PROG}: wrote {out} and {csv_path} ({_count(len(curves), 'group')}, {used} of "
+        f"{_count(num_runs, 'run')}, {_count(envs, 'environment')})",
+        flush=True,
+    )
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,84 @@
+r"""Prints a Markdown table of results, one row per group of seeds.
+
+Usage::
+
+    python -m alf.bin.report DIR... [--metadata] [--out=FILE.md] [--reps=2000]
+
+Every run directory at or under the DIRs is read and grouped as by ``alf.bin.plot``.
+Each row: environment, algorithm, seeds, env steps, the final evaluation return as
+mean ± std and as IQM with a 95% stratified-bootstrap confidence interval (computed by
+rliable when it can be imported), the best return, wall-clock time and env steps/s. The
+footer names the interval's method and library; notes list runs without an evaluation
+(not in the statistics) and runs still training. ``--metadata`` adds the fields of each
+run's ``run_info.json``. Exit status: 0, or 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+EXIT_USAGE = 2
+_PROG = "alf.bin.report"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line flags."""
+    parser = argparse.ArgumentParser(
+        prog="python -m alf.bin.report",
+        description="Markdown table of final results of runs grouped by config.",
+    )
+    parser.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or their roots")
+    parser.add_argument(
+        "--metadata", action="store_true", help="add the fields of each run's run_info.json"
+    )
+    parser.add_argument("--out", default=None, help="also write the report to this file")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=2000,
+        help="bootstrap resamples of the IQM's interval (default %(default)s)",
+    )
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"{_PROG}: error: {message}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parses the flags, reads the runs and prints (and writes) the report; returns the
+    exit status."""
+    args = build_parser().parse_args(argv)
+    from alf.experiments import report, runs
+
+    if args.reps < 1:
+        return _fail(f"--reps must be >= 1, got {args.reps}")
+    error = runs.no_run_error(args.dirs)
+    if error:
+        return _fail(error)
+    groups = runs.group_runs(runs.load_runs(args.dirs))
+    text = report.build_report(groups, metadata=args.metadata, reps=args.reps)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if args.out:
+        out = os.path.expanduser(args.out)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+            with open(out, "w") as f:
+                f.write(text)
+        except OSError as err:
+            return _fail(f"--out '{args.out}': {err.strerror or err}")
+        print(f"{_PROG}: wrote {out}", file=sys.stderr, flush=True)
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

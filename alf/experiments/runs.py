@@ -1,0 +1,329 @@
+"""Reading run directories and grouping them into seeds of one configuration.
+
+A run is any directory with a ``config.gin`` or a ``progress.jsonl`` (see
+:mod:`alf.utils.run_files`): an ALF run, a run of a sweep (``D/<grid point>/seed-<k>/``)
+or a run of another framework written in the same format, whose ``run_info.json`` names
+its ``framework``, ``env_name``, ``algorithm`` and ``seed``. Runs are grouped by their
+configuration without the seed: every ``config.gin`` binding but
+``TrainerConfig.random_seed``, or (without a config) the ``run_info.json`` fields
+``framework``, ``env_name``, ``algorithm``, ``hyperparameters`` and ``num_env_steps``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from alf.utils import run_files
+
+__all__ = [
+    "ALGORITHM_BINDING",
+    "ENV_BINDING",
+    "EVAL_RETURN",
+    "SEED_BINDING",
+    "Run",
+    "RunGroup",
+    "group_runs",
+    "load_run",
+    "load_runs",
+    "no_run_error",
+]
+
+SEED_BINDING = "TrainerConfig.random_seed"
+ENV_BINDING = "create_environment.env_name"
+ALGORITHM_BINDING = "TrainerConfig.algorithm_ctor"
+EVAL_RETURN = "eval/average_return"
+
+# run_info.json fields that identify the configuration of a run without config.gin.
+_INFO_KEY_FIELDS = ("framework", "env_name", "algorithm", "hyperparameters", "num_env_steps")
+_SEED_DIR_RE = re.compile(r"^seed-(-?\d+)$")
+_MAX_LABEL_BINDINGS = 3
+
+
+@dataclass(kw_only=True)
+class Run:
+    """One run directory as read from its files.
+
+    Attributes:
+        path: the run directory (absolute).
+        group_key: what identifies its configuration without the seed.
+        env: environment name (``'?'`` if unknown).
+        algorithm: algorithm name, e.g. ``PPOAlgorithm`` or ``SB3 PPO``.
+        seed: the random seed, None if unknown.
+        grid_point: the name of its grid point: the parent directory for a
+            ``seed-<k>`` directory, else the run directory's own name.
+        bindings: the ``config.gin`` bindings (empty without one).
+        metadata: ``run_info.json`` (empty without one).
+        eval_steps: env steps of the evaluations, increasing.
+        eval_elapsed_s: wall-clock seconds of training at each evaluation (NaN if not
+            recorded).
+        eval_returns: average evaluation return at each evaluation.
+        env_steps: the last recorded env steps (0 without any record).
+        wall_time_s: the last recorded wall-clock seconds of training.
+        status: ``status.json``'s state (``running``, ``finished``, ``stopped``,
+            ``failed``, ``interrupted``), or ``unknown``.
+        label: the readable name of its group (set by :func:`group_runs`).
+    """
+
+    path: str
+    group_key: tuple[Any, ...]
+    env: str
+    algorithm: str
+    seed: int | None
+    grid_point: str
+    bindings: dict[str, str] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    eval_steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    eval_elapsed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    eval_returns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    env_steps: int = 0
+    wall_time_s: float = 0.0
+    status: str = "unknown"
+    label: str = ""
+
+    @property
+    def has_eval(self) -> bool:
+        """Whether the run has at least one evaluation record."""
+        return len(self.eval_returns) > 0
+
+    @property
+    def final_return(self) -> float:
+        """The return of the latest evaluation (NaN without one)."""
+        return float(self.eval_returns[-1]) if self.has_eval else float("nan")
+
+    @property
+    def best_return(self) -> float:
+        """The best evaluation return (NaN without one)."""
+        return float(np.max(self.eval_returns)) if self.has_eval else float("nan")
+
+    @property
+    def steps_per_s(self) -> float:
+        """Env steps per wall-clock second (NaN before any record)."""
+        return self.env_steps / self.wall_time_s if self.wall_time_s > 0 else float("nan")
+
+
+@dataclass(kw_only=True)
+class RunGroup:
+    """The seeds of one configuration.
+
+    Attributes:
+        key: the configuration (see :attr:`Run.group_key`).
+        label: a short readable name, unique among the groups loaded together.
+        env: environment name.
+        algorithm: algorithm name.
+        runs: the runs, sorted by seed then path.
+    """
+
+    key: tuple[Any, ...]
+    label: str
+    env: str
+    algorithm: str
+    runs: list[Run]
+
+    @property
+    def evaluated(self) -> list[Run]:
+        """The runs with at least one evaluation (those that enter the statistics)."""
+        return [r for r in self.runs if r.has_eval]
+
+
+def _strip_quotes(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _algorithm_name(ctor: str) -> str:
+    name = ctor.strip().lstrip("@")
+    if name.endswith("()"):
+        name = name[:-2]
+    return name
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _eval_curve(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(env steps, elapsed s, return) of the evaluations, by env steps; a step evaluated
+    twice (a resumed run redoing work after its checkpoint) keeps the later record."""
+    by_step: dict[int, tuple[float, float]] = {}
+    for record in records:
+        value, step = record.get(EVAL_RETURN), record.get("env_steps")
+        if not isinstance(value, (int, float)) or not isinstance(step, (int, float)):
+            continue
+        elapsed = record.get("elapsed_s")
+        elapsed = float(elapsed) if isinstance(elapsed, (int, float)) else float("nan")
+        by_step[int(step)] = (elapsed, float(value))
+    steps = sorted(by_step)
+    return (
+        np.asarray(steps, dtype=np.int64),
+        np.asarray([by_step[s][0] for s in steps], dtype=float),
+        np.asarray([by_step[s][1] for s in steps], dtype=float),
+    )
+
+
+def load_run(path: str) -> Run:
+    """Reads the run directory ``path`` (a run being written is fine)."""
+    path = os.path.abspath(path)
+    bindings = run_files.read_bindings(path)
+    metadata = run_files.read_json(os.path.join(path, run_files.METADATA_FILE)) or {}
+    name = os.path.basename(path)
+    seed_dir = _SEED_DIR_RE.match(name)
+    grid_point = os.path.basename(os.path.dirname(path)) if seed_dir else name
+    framework = str(metadata.get("framework", "alf") or "alf")
+
+    if bindings:
+        key: tuple[Any, ...] = (
+            "config",
+            tuple(sorted((k, v) for k, v in bindings.items() if k != SEED_BINDING)),
+        )
+        env = _strip_quotes(bindings.get(ENV_BINDING, "?"))
+        algorithm = _algorithm_name(bindings.get(ALGORITHM_BINDING, "?"))
+        seed = _as_int(bindings.get(SEED_BINDING))
+    elif metadata:
+        fields = {k: metadata[k] for k in _INFO_KEY_FIELDS if k in metadata}
+        key = ("run_info", json.dumps(fields, sort_keys=True, default=str))
+        env = str(metadata.get("env_name", "?"))
+        algorithm = str(metadata.get("algorithm", "?"))
+        seed = _as_int(metadata.get("seed"))
+    else:
+        key = ("directory", os.path.dirname(path) if seed_dir else path)
+        env, algorithm, seed = "?", "?", None
+    if framework.lower() != "alf":
+        algorithm = f"{framework.upper()} {algorithm}"
+    if seed is None and seed_dir:
+        seed = int(seed_dir.group(1))
+
+    records = run_files.read_progress(path)
+    steps, elapsed, returns = _eval_curve(records)
+    env_steps = max((r["env_steps"] for r in records if _is_number(r.get("env_steps"))), default=0)
+    wall = max((r["elapsed_s"] for r in records if _is_number(r.get("elapsed_s"))), default=0.0)
+    status = run_files.read_status(path) or {}
+    return Run(
+        path=path,
+        group_key=key,
+        env=env,
+        algorithm=algorithm,
+        seed=seed,
+        grid_point=grid_point,
+        bindings=bindings,
+        metadata=metadata,
+        eval_steps=steps,
+        eval_elapsed_s=elapsed,
+        eval_returns=returns,
+        env_steps=int(env_steps),
+        wall_time_s=float(wall),
+        status=str(status.get("state", "unknown")),
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def load_runs(paths: Iterable[str]) -> list[Run]:
+    """Every run directory at or under ``paths``, read."""
+    return [load_run(p) for p in run_files.find_run_dirs(paths)]
+
+
+def no_run_error(paths: Iterable[str]) -> str | None:
+    """The message for the first of ``paths`` holding no run directory, None if each
+    holds one (for the command-line tools' argument checks)."""
+    for path in paths:
+        if run_files.find_run_dirs([path]):
+            continue
+        full = os.path.expanduser(path)
+        why = ""
+        if not os.path.exists(full):
+            why = " (no such directory)"
+        elif not os.path.isdir(full):
+            why = " (not a directory)"
+        return (
+            f"no run directory ({run_files.CONFIG_FILE} or {run_files.PROGRESS_FILE}) "
+            f"under '{path}'{why}"
+        )
+    return None
+
+
+def _differing_bindings(groups: Sequence[list[Run]]) -> list[str]:
+    """Binding names whose value is not the same in every one of ``groups``."""
+    bindings = [g[0].bindings for g in groups]
+    names = sorted(set().union(*bindings)) if bindings else []
+    skip = {SEED_BINDING, ENV_BINDING, ALGORITHM_BINDING}
+    return [n for n in names if n not in skip and len({b.get(n) for b in bindings}) > 1]
+
+
+def _config_label(runs: list[Run], names: list[str]) -> str:
+    label = f"{runs[0].env} {runs[0].algorithm}"
+    shown = [f"{n}={runs[0].bindings.get(n, '(unset)')}" for n in names[:_MAX_LABEL_BINDINGS]]
+    if len(names) > _MAX_LABEL_BINDINGS:
+        shown.append(f"+{len(names) - _MAX_LABEL_BINDINGS} more")
+    return f"{label} {', '.join(shown)}" if shown else label
+
+
+def _labels(groups: list[list[Run]]) -> list[str]:
+    """Labels: the shared grid point name when it names one group only, else environment
+    and algorithm plus the bindings that differ from the groups of the same pair."""
+    points = [{r.grid_point for r in g} for g in groups]
+    point_count: dict[str, int] = {}
+    for p in points:
+        if len(p) == 1:
+            point_count[next(iter(p))] = point_count.get(next(iter(p)), 0) + 1
+    by_pair: dict[tuple[str, str], list[int]] = {}
+    for i, g in enumerate(groups):
+        by_pair.setdefault((g[0].env, g[0].algorithm), []).append(i)
+    labels = []
+    for i, g in enumerate(groups):
+        if len(points[i]) == 1 and point_count[next(iter(points[i]))] == 1:
+            labels.append(next(iter(points[i])))
+            continue
+        same_pair = [groups[j] for j in by_pair[(g[0].env, g[0].algorithm)]]
+        names = _differing_bindings(same_pair) if len(same_pair) > 1 else []
+        labels.append(_config_label(g, names))
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    counter: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        if seen[label] > 1:
+            counter[label] = counter.get(label, 0) + 1
+            label = f"{label} #{counter[label]}"
+        unique.append(label)
+    return unique
+
+
+def group_runs(runs: Iterable[Run]) -> list[RunGroup]:
+    """The runs grouped by configuration without the seed, ordered by environment, then
+    label; sets each run's :attr:`Run.label`."""
+    by_key: dict[tuple[Any, ...], list[Run]] = {}
+    for run in runs:
+        by_key.setdefault(run.group_key, []).append(run)
+    members = [
+        sorted(rs, key=lambda r: (r.seed is None, r.seed if r.seed is not None else 0, r.path))
+        for rs in by_key.values()
+    ]
+    groups = []
+    for runs_of_group, label in zip(members, _labels(members), strict=True):
+        for run in runs_of_group:
+            run.label = label
+        groups.append(
+            RunGroup(
+                key=runs_of_group[0].group_key,
+                label=label,
+                env=runs_of_group[0].env,
+                algorithm=runs_of_group[0].algorithm,
+                runs=runs_of_group,
+            )
+        )
+    return sorted(groups, key=lambda g: (g.env, g.label))
