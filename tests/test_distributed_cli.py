@@ -21,6 +21,7 @@ from helpers_cli import (
     eval_records,
     free_port,
     read_progress,
+    run_cli,
     stop_process,
     train_records,
     wait_for,
@@ -134,6 +135,16 @@ def test_two_ranks_learn_with_identical_parameters_and_rank_0_alone_writes(tmp_p
     )
     assert state["world_size"] == 2 and len(state["torch_rng_per_rank"]) == 2
     assert (root / ".lock").read_text().strip().isdigit()
+
+    # The research tools read a data-parallel run like any other.
+    report = run_cli([sys.executable, "-m", "alf.bin.report", str(root)])
+    assert report.returncode == 0, report.stderr[-2000:]
+    row = next(line for line in report.stdout.splitlines() if "PPOAlgorithm" in line)
+    assert "| CartPole-v1 | PPOAlgorithm | 1 |" in row, report.stdout
+    plotted = run_cli(
+        [sys.executable, "-m", "alf.bin.plot", str(root), f"--out={tmp_path / 'c.png'}"]
+    )
+    assert plotted.returncode == 0 and (tmp_path / "c.csv").is_file(), plotted.stderr[-2000:]
 
 
 @pytest.mark.slow

@@ -433,3 +433,29 @@ def test_real_tiny_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cells = _table_row(text, "cp")
     assert cells[1:5] == ["CartPole-v1", "PPOAlgorithm", "1", "2,048"]
     assert "no CI" in cells[6]
+
+
+def test_an_async_run_is_plotted_and_reported_like_a_sync_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """APPO with actor processes writes the same progress.jsonl as a sync run."""
+    root = tmp_path / "appo" / "seed-0"
+    conf = REPO / "alf" / "examples" / "appo_cart_pole.gin"
+    result = run_cli(
+        train_cmd(
+            root,
+            "TrainerConfig.num_iterations=6",
+            "TrainerConfig.num_env_steps=0",
+            "TrainerConfig.eval_interval=3",
+            "TrainerConfig.num_eval_episodes=2",
+            "TrainerConfig.num_eval_environments=2",
+            conf=conf,
+        )
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "curves.png"
+    assert plot_cli.main([str(tmp_path / "appo"), f"--out={out}"]) == 0
+    rows = read_csv(tmp_path / "curves.csv")
+    assert [r["group"] for r in rows] == ["appo", "appo"]
+    cells = _table_row(report_cli_output([str(tmp_path / "appo")], capsys), "appo")
+    assert cells[1:4] == ["CartPole-v1", "AppoAlgorithm", "1"]
