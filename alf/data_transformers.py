@@ -387,9 +387,10 @@ class RewardNormalizer(DataTransformer):
         self.return_based = return_based
         self.gamma = gamma
         self.stats = RunningMeanStd(shape=())
-        # Each environment's running discounted return, indexed by env_id (not saved:
-        # after a resume the environments start new episodes anyway).
-        self._returns = torch.zeros(0, dtype=torch.float64)
+        # Each environment's running discounted return, indexed by env_id (a buffer, so
+        # it follows the module's device; not saved: after a resume the environments
+        # start new episodes anyway).
+        self.register_buffer("_returns", torch.zeros(0, dtype=torch.float64), persistent=False)
 
     def _transform(self, batch: Batch) -> Batch:
         reward = self.stats.normalize(batch.reward, center=self.center, clip=self.clip_value)
@@ -408,11 +409,12 @@ class RewardNormalizer(DataTransformer):
 
         Row 0 of a rollout batch repeats the last row of the previous one (consecutive
         unrolls overlap by a row), so only rows ``1..T`` are new transitions."""
-        reward = exp.reward[1:].detach().to(torch.float64).cpu()
-        first = (exp.step_type[1:] == StepType.FIRST).cpu()
-        env_id = exp.env_id[1:].long().cpu()
+        device = self._returns.device
+        reward = exp.reward[1:].detach().to(device, torch.float64)
+        first = (exp.step_type[1:] == StepType.FIRST).to(device)
+        env_id = exp.env_id[1:].to(device, torch.long)
         if env_id.numel() and int(env_id.max()) >= self._returns.numel():
-            grown = torch.zeros(int(env_id.max()) + 1, dtype=torch.float64)
+            grown = torch.zeros(int(env_id.max()) + 1, dtype=torch.float64, device=device)
             grown[: self._returns.numel()] = self._returns
             self._returns = grown
         values = []
@@ -423,7 +425,7 @@ class RewardNormalizer(DataTransformer):
             values.append(g[~first[t]])
         if not values:
             return reward.reshape(-1)
-        return torch.cat(values).to(self.stats.mean.device)
+        return torch.cat(values)
 
 
 @configurable

@@ -1,6 +1,6 @@
-"""``benchmarks/mujoco.py``: its flags, its config helpers, and a tiny real run of both
-frameworks (Hopper-v5, PPO, 4096 env steps, an evaluation every 2048) that must leave two
-ALF-format run directories."""
+"""``benchmarks/mujoco.py``: its flags, its config helpers (``mujoco_alf.py``), its
+aggregates (``mujoco_report.py``), and a tiny real run of both frameworks (Hopper-v5, PPO,
+4096 env steps, an evaluation every 2048) that must leave two ALF-format run directories."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from types import ModuleType
+from types import SimpleNamespace
 
 import pytest
 
@@ -25,22 +25,30 @@ EVAL_KEYS = (
 )
 
 
+HELPER_MODULES = ("common", "mujoco_common", "mujoco_alf", "mujoco_sb3", "mujoco_report")
+"""The modules in ``benchmarks/`` that the script imports by name."""
+
+
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    """The script as a module. Loading it puts ``benchmarks/`` on ``sys.path``, where its
-    own name would shadow the ``mujoco`` package: the path and the helper module
-    ``common`` are restored right after."""
+def bench() -> SimpleNamespace:
+    """The script's modules, loaded by loading the script: ``alf`` (``mujoco_alf``) and
+    ``report`` (``mujoco_report``). Loading it puts ``benchmarks/`` on ``sys.path``, where
+    the script's own name would shadow the ``mujoco`` package: the path and the helper
+    modules are restored right after."""
     saved_path = list(sys.path)
-    had_common = "common" in sys.modules
+    saved_modules = {name: sys.modules.get(name) for name in HELPER_MODULES}
     spec = importlib.util.spec_from_file_location("benchmark_mujoco_under_test", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+        return SimpleNamespace(alf=sys.modules["mujoco_alf"], report=sys.modules["mujoco_report"])
     finally:
         sys.path[:] = saved_path
-        if not had_common:
-            sys.modules.pop("common", None)
-    return module
+        for name, saved in saved_modules.items():
+            if saved is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = saved
 
 
 def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -80,28 +88,28 @@ def test_bad_flags_exit_two(tmp_path):
 
 
 def test_reads_the_ppo_config_with_its_include(bench):
-    bindings = bench.read_config_bindings(bench.config_path("ppo", "Hopper-v5"))
+    bindings = bench.alf.read_config_bindings(bench.alf.config_path("ppo", "Hopper-v5"))
     assert bindings["create_environment.env_name"] == '"Hopper-v5"'  # the file's own
     assert bindings["PPOAlgorithm.num_epochs"] == "10"  # from common/mujoco_ppo.gin
-    assert bench.check_alf_config("ppo", bindings) == []
-    assert bench.cadence("ppo", bindings) == {
+    assert bench.alf.check_alf_config("ppo", bindings) == []
+    assert bench.alf.cadence("ppo", bindings) == {
         "steps_per_iteration": 2048,
         "eval_every_steps": 20480,
         "summary_every_steps": 4096,
     }
     changed = {**bindings, "PPOAlgorithm.num_epochs": "4"}
     del changed["PPOAlgorithm.gamma"]
-    problems = bench.check_alf_config("ppo", changed)
+    problems = bench.alf.check_alf_config("ppo", changed)
     assert len(problems) == 2
     assert any("num_epochs = 4" in p for p in problems)
     assert any("PPOAlgorithm.gamma not bound" in p for p in problems)
 
 
 def test_value_comparison(bench):
-    assert bench.same_value("3e-4", "0.0003")
-    assert bench.same_value("(64, 64)", "[64,64]")
-    assert bench.same_value('"tanh"', "tanh")
-    assert not bench.same_value("0.99", "0.999")
+    assert bench.alf.same_value("3e-4", "0.0003")
+    assert bench.alf.same_value("(64, 64)", "[64,64]")
+    assert bench.alf.same_value('"tanh"', "tanh")
+    assert not bench.alf.same_value("0.99", "0.999")
 
 
 def test_time_to_sb3_final(bench):
@@ -110,8 +118,8 @@ def test_time_to_sb3_final(bench):
         {"average_return": 30.0, "elapsed_s": 9.0},
         {"average_return": 20.0, "elapsed_s": 12.0},
     ]
-    assert bench.time_to_return(evals, 25.0) == 9.0
-    assert bench.time_to_return(evals, 31.0) is None
+    assert bench.report.time_to_return(evals, 25.0) == 9.0
+    assert bench.report.time_to_return(evals, 31.0) is None
     runs = [
         {"seed": 0, "final_eval_return": 20.0, "best_eval_return": 30.0, "elapsed_s": 12.0,
          "steps_per_s_train": 100.0, "steps_per_s_wall": 90.0, "evals": evals},
@@ -119,7 +127,7 @@ def test_time_to_sb3_final(bench):
          "steps_per_s_train": 110.0, "steps_per_s_wall": 95.0,
          "evals": [{"average_return": 40.0, "elapsed_s": 20.0}]},
     ]
-    agg = bench.aggregate(runs, threshold=25.0, sb3_wall=29.0)
+    agg = bench.report.aggregate(runs, threshold=25.0, sb3_wall=29.0)
     assert agg["final_mean"] == 30.0
     assert agg["best_mean"] == 35.0
     assert agg["time_to_sb3_final_per_seed"] == [9.0, 20.0]

@@ -340,6 +340,16 @@ SETUPS: dict[str, dict[str, Any]] = {
             functools.partial(RewardScaling, scale=0.5),
         ],
     ),
+    "ppo_return_normalizer": dict(
+        cls=PPOAlgorithm,
+        action=BOX,
+        mini_batch_size=4,
+        num_epochs=2,
+        transformers=[
+            ObservationNormalizer,
+            functools.partial(RewardNormalizer, return_based=True),
+        ],
+    ),
     "ppo_lstm": dict(
         cls=PPOAlgorithm,
         action=DISCRETE,

@@ -43,7 +43,7 @@ def _missing_extra(conf: Path) -> str | None:
 
 
 def test_every_example_is_covered():
-    assert len(EXAMPLES) >= 24, [p.name for p in EXAMPLES]
+    assert len(EXAMPLES) >= 23, [p.name for p in EXAMPLES]
 
 
 @pytest.mark.parametrize("conf", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -52,7 +52,12 @@ def test_example_trains_and_plays(tmp_path, conf):
     if reason:
         pytest.skip(reason)
     root = tmp_path / conf.stem
-    trained = run_cli(train_cmd(root, *TINY, conf=conf))
+    params = TINY
+    if "common/mujoco_" in conf.read_text():
+        # The MuJoCo configs collect 2048 steps and make 320 updates per iteration;
+        # shorter unrolls keep their smoke test as cheap as the others'.
+        params = (*TINY, "TrainerConfig.unroll_length=16")
+    trained = run_cli(train_cmd(root, *params, conf=conf))
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "Finished at iteration 3" in trained.stdout, trained.stdout[-2000:]
     played = run_cli(play_cmd(root, "--num_episodes=1"))

@@ -459,3 +459,16 @@ def test_an_async_run_is_plotted_and_reported_like_a_sync_one(
     assert [r["group"] for r in rows] == ["appo", "appo"]
     cells = _table_row(report_cli_output([str(tmp_path / "appo")], capsys), "appo")
     assert cells[1:4] == ["CartPole-v1", "AppoAlgorithm", "1"]
+
+
+def test_a_run_of_a_newer_alf_with_more_default_bindings_joins_its_seeds(tmp_path: Path) -> None:
+    """A newer ALF's operative config lists the defaults of parameters added since; a
+    run resumed or started with it is still a seed of the same configuration."""
+    old = _config("CartPole-v1", "PPOAlgorithm", 0)
+    new = {**_config("CartPole-v1", "PPOAlgorithm", 1), "TrainerConfig.wandb_project": "None"}
+    other = _config("CartPole-v1", "PPOAlgorithm", 2, **{"Adam.lr": "0.5"})
+    write_run(tmp_path / "a" / "seed-0", bindings=old, evals=[(100, 1.0, 5.0)])
+    write_run(tmp_path / "a" / "seed-1", bindings=new, evals=[(100, 1.0, 6.0)])
+    write_run(tmp_path / "b" / "seed-2", bindings=other, evals=[(100, 1.0, 7.0)])
+    groups = group_runs(load_runs([tmp_path]))
+    assert sorted(len(g.runs) for g in groups) == [1, 2]

@@ -303,12 +303,36 @@ def _labels(groups: list[list[Run]]) -> list[str]:
     return unique
 
 
+def _matching_key(key: tuple[Any, ...], groups: dict[tuple[Any, ...], list[Run]]) -> tuple:
+    """The key of the group a run of ``key`` belongs to: an existing one whose config
+    agrees with it on every binding both have and differs only by ``TrainerConfig``
+    settings that one of them lacks (a run written by a newer ALF lists the defaults of
+    run settings added since, e.g. trackers: no difference in configuration), else
+    ``key`` itself."""
+    if key in groups or key[0] != "config":
+        return key
+    bindings = dict(key[1])
+    for other in groups:
+        if other[0] != "config":
+            continue
+        other_bindings = dict(other[1])
+        shared = bindings.keys() & other_bindings.keys()
+        only_one = bindings.keys() ^ other_bindings.keys()
+        if (
+            shared
+            and all(bindings[k] == other_bindings[k] for k in shared)
+            and all(k.startswith("TrainerConfig.") for k in only_one)
+        ):
+            return other
+    return key
+
+
 def group_runs(runs: Iterable[Run]) -> list[RunGroup]:
     """The runs grouped by configuration without the seed, ordered by environment, then
     label; sets each run's :attr:`Run.label`."""
     by_key: dict[tuple[Any, ...], list[Run]] = {}
-    for run in runs:
-        by_key.setdefault(run.group_key, []).append(run)
+    for run in sorted(runs, key=lambda r: r.path):
+        by_key.setdefault(_matching_key(run.group_key, by_key), []).append(run)
     members = [
         sorted(rs, key=lambda r: (r.seed is None, r.seed if r.seed is not None else 0, r.path))
         for rs in by_key.values()
