@@ -1,1 +1,2 @@
-"""Command-line entry points: ``python -m alf.bin.train`` and ``python -m alf.bin.play``."""
+"""Command-line tools: ``train`` and ``play`` (one run), ``sweep`` (seeds and grids),
+``tune`` (Optuna), ``plot`` (curves) and ``report`` (tables with confidence intervals)."""
