@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from absl import app, flags
 
+from alf.utils import run_files
+
 flags.DEFINE_string("root_dir", None, "Directory of a training run.")
 flags.DEFINE_integer("checkpoint_step", None, "Iteration of the checkpoint (default: newest).")
 flags.DEFINE_integer("num_episodes", 10, "Episodes to play.")
@@ -49,7 +51,7 @@ def main(argv: list[str]) -> None:
     if FLAGS.num_episodes < 1:
         _fail(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
-    conf_path = os.path.join(root_dir, "config.gin")
+    conf_path = os.path.join(root_dir, run_files.CONFIG_FILE)
     if not os.path.isfile(conf_path):
         _fail(f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?")
     if FLAGS.record_file:
@@ -121,7 +123,7 @@ def load_trained_run(
     with open(os.path.join(root_dir, "config.gin")) as f:
         alf_config.load_config_text(f.read(), conf_params)
     config = TrainerConfig()
-    state = Checkpointer(directory=os.path.join(root_dir, "checkpoints")).load(
+    state = Checkpointer(directory=os.path.join(root_dir, run_files.CHECKPOINT_DIR)).load(
         checkpoint_step, CHECKPOINT_KEYS
     )
     if config.torch_num_threads:

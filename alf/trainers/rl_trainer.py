@@ -35,6 +35,7 @@ from alf.trainers.train_report import TrainingReport
 from alf.trainers.trainer_config import TrainerConfig
 from alf.unrollers.async_unroller import AsyncUnroller
 from alf.unrollers.sync_unroller import SyncUnroller
+from alf.utils import run_files
 from alf.utils.device import to_device
 from alf.utils.distributed import DistributedContext, resolve_device
 from alf.utils.summary import SummaryLogger, start_run_logging, truncate_progress_log
@@ -114,7 +115,8 @@ class RLTrainer:
 
     def _build(self, config: TrainerConfig, root_dir: str) -> None:
         self.checkpointer = Checkpointer(
-            directory=os.path.join(root_dir, "checkpoints"), num_to_keep=config.num_checkpoints
+            directory=os.path.join(root_dir, run_files.CHECKPOINT_DIR),
+            num_to_keep=config.num_checkpoints,
         )
         # Read and check the checkpoint before building anything, so a bad one fails fast
         # and nothing in root_dir is touched.
@@ -192,7 +194,7 @@ class RLTrainer:
         if not self.is_main:
             return
         self.checkpointer.remove_stale_temporaries()
-        truncate_progress_log(os.path.join(root_dir, "progress.jsonl"), self.iteration)
+        truncate_progress_log(os.path.join(root_dir, run_files.PROGRESS_FILE), self.iteration)
         # Events after the resumed step (or all of them, for a fresh start) belong to a
         # run that is being redone: drop them. Trackers start; run_info.json is written.
         self.summary = start_run_logging(
@@ -203,7 +205,7 @@ class RLTrainer:
             device=self.device,
             world_size=self._world_size,
         )
-        self._write_config(alf_config.config_str())
+        run_files.write_config(self.root_dir, alf_config.config_str())
 
     def _summary_step(self) -> int:
         """Summaries' x-axis: env steps (iterations if training on offline data alone)."""
@@ -411,13 +413,6 @@ class RLTrainer:
             state["replay_buffer"] = self.algorithm.replay_buffer.checkpoint_state()
         return self.checkpointer.save(self.iteration, state)
 
-    def _write_config(self, text: str) -> None:
-        os.makedirs(self.root_dir, exist_ok=True)
-        path = os.path.join(self.root_dir, "config.gin")
-        with open(f"{path}.tmp", "w") as f:
-            f.write(text)
-        os.replace(f"{path}.tmp", path)
-
     # ------------------------------------------------------------------ loop
     def request_stop(self) -> None:
         """Asks the loop to checkpoint and return after the current iteration."""
@@ -587,7 +582,7 @@ class RLTrainer:
         """After the first iteration: the operative config to ``config.gin`` and
         TensorBoard, and a warning naming the bindings nothing used."""
         operative = alf_config.operative_config_str()
-        self._write_config(operative)
+        run_files.write_config(self.root_dir, operative)
         self.summary.text("config", operative)
         unused = alf_config.inoperative_bindings()
         if unused:

@@ -44,6 +44,7 @@ __all__ = [
     "read_metadata",
     "read_progress",
     "read_status",
+    "write_config",
     "write_json_atomic",
     "write_status",
 ]
@@ -84,6 +85,16 @@ def read_json(path: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def write_config(run_dir: str, text: str) -> None:
+    """Writes the run's ``config.gin`` atomically (creating ``run_dir``)."""
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, CONFIG_FILE)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def write_status(run_dir: str, state: str, **fields: Any) -> None:
