@@ -20,6 +20,8 @@ from typing import IO
 import gin
 from gin import config as _gin_config
 
+from alf.errors import UserError
+
 __all__ = [
     "ConfigError",
     "configurable",
@@ -40,7 +42,7 @@ _INCLUDE_RE = re.compile(r"""^\s*include\s+['"](.+?)['"]""")
 _GIN_ERRORS = (ValueError, SyntaxError, OSError, TypeError, tokenize.TokenError)
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A configuration that cannot be loaded: missing file, unknown name or parameter."""
 
 
@@ -120,18 +122,6 @@ def _check_includes(conf_file: str) -> None:
     return sorted(seen)
 
 
-def import_all_configurables() -> None:
-    """Imports every ALF module that registers configurables, so configs can name them
-    (including torch's optimizers, e.g. ``@torch.optim.AdamW``)."""
-    import alf.algorithms  # noqa: F401
-    import alf.data_transformers  # noqa: F401
-    import alf.environments  # noqa: F401
-    import alf.networks  # noqa: F401
-    import alf.replay_buffers  # noqa: F401
-    import alf.trainers  # noqa: F401
-    import alf.utils.schedules  # noqa: F401
-
-
 def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
     """Clears gin and loads ``conf_file`` followed by ``conf_params`` bindings.
 
@@ -143,7 +133,6 @@ def load_config(conf_file: str | None, conf_params: Sequence[str] = ()) -> None:
         ConfigError: the file is missing, or a name, parameter or value is invalid.
             The message is gin's, which names the file (or binding) and the line.
     """
-    import_all_configurables()
     gin.clear_config()
     _install_include_reader()
     conf_files: list[str] = []
@@ -230,12 +219,24 @@ def _check_parameter_names(conf_files: Sequence[str] = (), conf_params: Sequence
                 )
 
 
-def load_config_text(text: str, conf_params: Sequence[str] = ()) -> None:
+def load_config_text(
+    text: str, conf_params: Sequence[str] = (), *, skip_unknown: bool | Sequence[str] = False
+) -> None:
     """Clears gin and loads a config given as text (e.g. a saved ``config.gin``), then
-    ``conf_params`` bindings, with the same checks as :func:`load_config`."""
-    import_all_configurables()
+    ``conf_params`` bindings, with the same checks as :func:`load_config`.
+
+    Args:
+        text: the bindings, in gin syntax.
+        conf_params: ``'Name.param=value'`` strings applied after ``text``.
+        skip_unknown: ignore bindings of configurables that are not registered (True),
+            or of these names only: for worker processes that import only the packages
+            they use (:func:`alf.configurables.import_configurables`) and load a config
+            already checked by their parent.
+    """
     gin.clear_config()
-    _parse(lambda: gin.parse_config(text), "the saved config.gin")
+    _parse(
+        lambda: gin.parse_config(text, skip_unknown=skip_unknown), "the saved config.gin"
+    )
     _parse(lambda: gin.parse_config(list(conf_params)), "--conf_param")
     _check_parameter_names((), conf_params)
 

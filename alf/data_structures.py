@@ -6,11 +6,14 @@ environment step is ``[B, ...]``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import torch
+
+from alf import nest
 
 
 class StepType:
@@ -144,3 +147,67 @@ class BatchInfo(NamedTuple):
     env_ids: torch.Tensor
     positions: torch.Tensor
     importance_weights: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A block of collected steps: a ``[h + T + 1, b]`` :class:`Experience` of raw time
+    steps, ``h`` the data transformers' history rows (see
+    :class:`~alf.unrollers.SyncUnroller` for the layout).
+
+    Attributes:
+        exp: the steps, time-major.
+        num_old_rows: leading rows that were delivered before (the row repeated from the
+            previous block, and history padding); :meth:`new_rows` drops them.
+    """
+
+    exp: Experience
+    num_old_rows: int
+
+    def new_rows(self) -> Experience:
+        """The rows not delivered by an earlier block (for replay buffers, which store
+        each step once)."""
+        if self.num_old_rows == 0:
+            return self.exp
+        return nest.map_structure(lambda x: x[self.num_old_rows :], self.exp)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """What one :meth:`Collector.collect <alf.unrollers.Collector.collect>` call returns:
+    its segments (one per environment batch or actor fragment, all of the same length)
+    and the environment steps they took.
+
+    It is a sequence of its segments (``len``, indexing and unpacking work on them).
+
+    Attributes:
+        segments: the collected blocks (none when nothing was collected).
+        env_steps: environment steps taken for them (over all environments; for async
+            collection, including fragments dropped as too old).
+    """
+
+    segments: tuple[Segment, ...]
+    env_steps: int
+
+    def __len__(self) -> int:
+        return len(self.segments)
+
+    def __iter__(self) -> Iterator[Segment]:
+        return iter(self.segments)
+
+    def __getitem__(self, index: int) -> Segment:
+        return self.segments[index]
+
+    def experience(self) -> Experience:
+        """The segments side by side: one ``[h + T + 1, B]`` :class:`Experience` (the
+        input of on-policy training)."""
+        if not self.segments:
+            raise ValueError("the trajectory is empty: nothing was collected")
+        exps = [segment.exp for segment in self.segments]
+        if len(exps) == 1:
+            return exps[0]
+        return nest.map_structure(lambda *xs: torch.cat(xs, dim=1), *exps)
+
+    def new_rows(self) -> list[Experience]:
+        """Each segment's new rows (see :meth:`Segment.new_rows`)."""
+        return [segment.new_rows() for segment in self.segments]

@@ -6,7 +6,7 @@ Usage::
 
     python benchmarks/archive_runs.py /work/runs/mujoco docs/results/mujoco/runs
 
-For each run directory found (``alf.utils.run_files.find_run_dirs``), its path relative
+For each run directory found (``alf.run_dir.layout.find_run_dirs``), its path relative
 to the source directory is kept, and ``config.gin``, ``progress.jsonl``, ``status.json``
 and ``run_info.json`` are copied (those that exist). ``alf.bin.plot`` and
 ``alf.bin.report`` read the copies as they read the runs.
@@ -20,13 +20,13 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from alf.utils import run_files  # noqa: E402
+from alf.run_dir import layout  # noqa: E402
 
 RESULT_FILES = (
-    run_files.CONFIG_FILE,
-    run_files.PROGRESS_FILE,
-    run_files.STATUS_FILE,
-    run_files.METADATA_FILE,
+    layout.CONFIG_FILE,
+    layout.PROGRESS_FILE,
+    layout.STATUS_FILE,
+    layout.METADATA_FILE,
 )
 
 
@@ -34,7 +34,7 @@ def archive(source: str, destination: str) -> list[str]:
     """Copies the result files of every run under ``source`` to the same relative path
     under ``destination``; returns the relative paths of the runs copied."""
     copied = []
-    for run_dir in run_files.find_run_dirs([source]):
+    for run_dir in layout.find_run_dirs([source]):
         relative = os.path.relpath(run_dir, os.path.abspath(source))
         target = os.path.join(destination, relative)
         os.makedirs(target, exist_ok=True)

@@ -102,11 +102,13 @@ def worker_train(args: argparse.Namespace) -> dict[str, Any]:
     from absl import logging as absl_logging
 
     from alf import config as alf_config
+    from alf.configurables import import_configurables
     from alf.trainers import RLTrainer, TrainerConfig
 
     absl_logging.set_verbosity(absl_logging.WARNING)
     algorithm = "AppoAlgorithm" if args.mode == "async" and _appo_available() else "PPOAlgorithm"
     params = _train_params(args, algorithm)
+    import_configurables()
     alf_config.load_config(None, params)
     with tempfile.TemporaryDirectory(prefix="alf_bench_collection_") as root_dir:
         setup_start = time.monotonic()

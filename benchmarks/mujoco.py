@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# alf.utils.run_files imports nothing heavy (no torch): the parent process stays light.
+# alf.run_dir.layout imports nothing heavy (no torch): the parent process stays light.
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import machine_info, package_version
 from mujoco_alf import (
@@ -88,13 +88,13 @@ from mujoco_report import (
 )
 from mujoco_sb3 import sb3_command, worker_sb3
 
-from alf.utils import run_files
+from alf.run_dir import layout
 
 
 # ------------------------------------------------------------------------ launching
 def _is_finished(run_dir: str, num_env_steps: int) -> bool:
-    status = run_files.read_status(run_dir)
-    return bool(status and status.get("state") == run_files.RunStatus.FINISHED
+    status = layout.read_status(run_dir)
+    return bool(status and status.get("state") == layout.RunStatus.FINISHED
                 and status.get("num_env_steps") == num_env_steps)
 
 
@@ -123,7 +123,7 @@ def _launch(cmd: list[str], run_dir: str, threads: int, verbose: bool) -> subpro
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    log_path = os.path.join(run_dir, run_files.LOG_FILE)
+    log_path = os.path.join(run_dir, layout.LOG_FILE)
     with open(log_path, "a") as log:
         log.write(f"\n$ {' '.join(cmd)}\n")
         log.flush()
@@ -135,7 +135,7 @@ def _launch(cmd: list[str], run_dir: str, threads: int, verbose: bool) -> subpro
 
 def _log_tail(run_dir: str, lines: int = 25) -> str:
     try:
-        with open(os.path.join(run_dir, run_files.LOG_FILE), errors="replace") as f:
+        with open(os.path.join(run_dir, layout.LOG_FILE), errors="replace") as f:
             return "".join(f.readlines()[-lines:])
     except OSError:
         return ""
@@ -251,7 +251,7 @@ def plan_combination(args: argparse.Namespace, algo: str, env_id: str) -> dict[s
 def _obstacle(framework: str, combo: dict[str, Any], run_dir: str,
               status: dict[str, Any] | None) -> str | None:
     """Why a run cannot (re)start in ``run_dir`` (whose status is ``status``), or None."""
-    if status and status.get("state") == run_files.RunStatus.RUNNING:  # its pid is alive
+    if status and status.get("state") == layout.RunStatus.RUNNING:  # its pid is alive
         return f"another process (pid {status.get('pid')}) is training in {run_dir}"
     if (framework == "alf" and status
             and status.get("num_env_steps") not in (None, combo["num_env_steps"])):
@@ -270,7 +270,7 @@ def _run_command(args: argparse.Namespace, combo: dict[str, Any], framework: str
         return alf_command(algo, env_id, run_dir, seed, combo["num_env_steps"],
                            combo["default_num_env_steps"], args.threads,
                            combo["alf_eval_interval"])
-    for name in (run_files.PROGRESS_FILE, run_files.STATUS_FILE, run_files.METADATA_FILE):
+    for name in (layout.PROGRESS_FILE, layout.STATUS_FILE, layout.METADATA_FILE):
         path = os.path.join(run_dir, name)
         if os.path.exists(path):  # an unfinished or different-budget run starts over
             os.remove(path)
@@ -288,7 +288,7 @@ def run_one(args: argparse.Namespace, combo: dict[str, Any], framework: str,
         print(f"{label}: finished earlier, skipped ({run_dir})", flush=True)
         run["outcome"] = "skipped (finished)"
         return {**run, **summarize_run(run_dir)}
-    obstacle = _obstacle(framework, combo, run_dir, run_files.read_status(run_dir))
+    obstacle = _obstacle(framework, combo, run_dir, layout.read_status(run_dir))
     if obstacle:
         print(f"{label}: FAILED: {obstacle}", flush=True)
         return {**run, **summarize_run(run_dir), "outcome": "failed"}
@@ -300,7 +300,7 @@ def run_one(args: argparse.Namespace, combo: dict[str, Any], framework: str,
     code = _wait(process, args.worker_timeout_s, label)
     run["process_s"] = round(time.monotonic() - tick, 1)
     run.update(summarize_run(run_dir))
-    if code != 0 or run["state"] != run_files.RunStatus.FINISHED:
+    if code != 0 or run["state"] != layout.RunStatus.FINISHED:
         run["outcome"] = "failed"
         print(f"FAILED (exit status {code}, state {run['state']}); log {run_dir}/train.log\n"
               f"{_log_tail(run_dir)}", flush=True)

@@ -2,7 +2,7 @@
 resolved), checking them against the SB3 hyperparameters, their evaluation / summary
 cadence, and the ``alf.bin.train`` command line of one run.
 
-Nothing here imports torch or ALF beyond :mod:`alf.utils.run_files` (which imports
+Nothing here imports torch or ALF beyond :mod:`alf.run_dir.layout` (which imports
 nothing heavy), so the parent process stays light.
 """
 
@@ -15,7 +15,7 @@ import sys
 
 from mujoco_common import EXAMPLES_DIR, config_path, sb3_steps_per_iteration
 
-from alf.utils import run_files
+from alf.run_dir import layout
 
 # The evaluation every config must have (10 deterministic episodes on 10 environments).
 _EVAL_BINDINGS: dict[str, tuple[str, str | None]] = {
@@ -98,7 +98,7 @@ def read_config_bindings(path: str, _depth: int = 0) -> dict[str, str]:
     """The bindings of the gin file ``path`` with its includes resolved (relative to the
     including file, then to ``alf/examples/``), later bindings winning, as ALF does.
 
-    Values are the text of the binding (see :func:`alf.utils.run_files.parse_bindings`).
+    Values are the text of the binding (see :func:`alf.run_dir.layout.parse_bindings`).
     """
     if _depth > 10:
         raise ValueError(f"include nesting too deep at {path}")
@@ -115,7 +115,7 @@ def read_config_bindings(path: str, _depth: int = 0) -> dict[str, str]:
         if found is None:
             raise FileNotFoundError(f"{path}: included file '{name}' not found")
         bindings.update(read_config_bindings(found, _depth + 1))
-    bindings.update(run_files.parse_bindings(text))
+    bindings.update(layout.parse_bindings(text))
     return bindings
 
 

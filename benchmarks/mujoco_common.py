@@ -18,7 +18,7 @@ SCRIPT = os.path.join(BENCH_DIR, "mujoco.py")
 """The entry script (also the SB3 worker: ``SCRIPT --worker sb3 ...``)."""
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "alf", "examples")
-EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.rl_trainer.EVAL_SEED_OFFSET
+EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.components.EVAL_SEED_OFFSET
 NUM_EVAL_EPISODES = 10
 
 ENVS: dict[str, str] = {

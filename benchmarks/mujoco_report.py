@@ -2,7 +2,7 @@
 aggregates over seeds (with the time to SB3's final score), the printed tables, and
 ``alf.bin.report`` on the root at the end.
 
-Nothing here imports torch or ALF beyond :mod:`alf.utils.run_files`.
+Nothing here imports torch or ALF beyond :mod:`alf.run_dir.layout`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 from common import fmt_num, fmt_seconds, format_table, median
 from mujoco_common import REPO_ROOT
 
-from alf.utils import run_files
+from alf.run_dir import layout
 
 
 def summarize_run(run_dir: str) -> dict[str, Any]:
     """What a run directory says: its evaluations, final and best return, times."""
-    records = run_files.read_progress(run_dir)
+    records = layout.read_progress(run_dir)
     evals = [{"env_steps": r.get("env_steps"), "elapsed_s": r.get("elapsed_s"),
               "train_time_s": r.get("train_time_s"),
               "average_return": r["eval/average_return"]}
@@ -31,7 +31,7 @@ def summarize_run(run_dir: str) -> dict[str, Any]:
     elapsed = max((float(r["elapsed_s"]) for r in records if "elapsed_s" in r), default=None)
     train = max((float(r["train_time_s"]) for r in records if "train_time_s" in r),
                 default=None)
-    status = run_files.read_status(run_dir) or {}
+    status = layout.read_status(run_dir) or {}
     return {
         "state": status.get("state"),
         "env_steps": env_steps,

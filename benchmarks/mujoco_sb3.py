@@ -28,7 +28,7 @@ from mujoco_common import (
     sb3_steps_per_iteration,
 )
 
-from alf.utils import run_files
+from alf.run_dir import layout
 
 
 class _StopRequestedError(Exception):
@@ -197,7 +197,7 @@ class _Progress:
 
 def _write_run_info(args: argparse.Namespace, torch_num_threads: int) -> None:
     """The run's ``run_info.json``."""
-    run_files.write_json_atomic(os.path.join(args.run_dir, run_files.METADATA_FILE), {
+    layout.write_json_atomic(os.path.join(args.run_dir, layout.METADATA_FILE), {
         "framework": "sb3",
         "env_name": args.env,
         "algorithm": args.algo.upper(),
@@ -230,14 +230,14 @@ def worker_sb3(args: argparse.Namespace) -> dict[str, Any]:
     algo, env_id, run_dir = args.algo, args.env, args.run_dir
     os.makedirs(run_dir, exist_ok=True)
     _write_run_info(args, torch.get_num_threads())
-    run_files.write_status(run_dir, run_files.RunStatus.RUNNING,
+    layout.write_status(run_dir, layout.RunStatus.RUNNING,
                            num_env_steps=args.num_env_steps)
 
     def on_sigterm(signum: int, frame: Any) -> None:
         raise _StopRequestedError()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    progress_file = open(os.path.join(run_dir, run_files.PROGRESS_FILE), "w")  # noqa: SIM115
+    progress_file = open(os.path.join(run_dir, layout.PROGRESS_FILE), "w")  # noqa: SIM115
     try:
         model, venv = _make_sb3_model(algo, env_id, args.seed, args.num_env_steps)
         eval_envs = [gym.make(env_id) for _ in range(NUM_EVAL_EPISODES)]
@@ -263,12 +263,12 @@ def worker_sb3(args: argparse.Namespace) -> dict[str, Any]:
         wall_s = time.monotonic() - progress.start
     except (_StopRequestedError, KeyboardInterrupt):
         progress_file.close()
-        run_files.write_status(run_dir, run_files.RunStatus.STOPPED,
+        layout.write_status(run_dir, layout.RunStatus.STOPPED,
                                num_env_steps=args.num_env_steps)
         raise SystemExit(130) from None
     except BaseException as err:
         progress_file.close()
-        run_files.write_status(run_dir, run_files.RunStatus.FAILED, error=repr(err),
+        layout.write_status(run_dir, layout.RunStatus.FAILED, error=repr(err),
                                num_env_steps=args.num_env_steps)
         raise
     progress_file.close()
@@ -276,7 +276,7 @@ def worker_sb3(args: argparse.Namespace) -> dict[str, Any]:
         eval_env.close()
     venv.close()
     env_steps = int(model.num_timesteps)
-    run_files.write_status(run_dir, run_files.RunStatus.FINISHED,
+    layout.write_status(run_dir, layout.RunStatus.FINISHED,
                            iteration=env_steps // progress.steps_per_iteration,
                            env_steps=env_steps, num_env_steps=args.num_env_steps,
                            eval_average_return=progress.last_eval, wall_s=round(wall_s, 3))

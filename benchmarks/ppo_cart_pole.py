@@ -57,7 +57,7 @@ from common import (
 SCRIPT = os.path.abspath(__file__)
 ENV_NAME = "CartPole-v1"
 SOLVED_RETURN = 475.0
-EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.rl_trainer.EVAL_SEED_OFFSET
+EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.components.EVAL_SEED_OFFSET
 
 # The hyperparameters both frameworks are configured from.
 HPARAMS: dict[str, Any] = {
@@ -123,12 +123,14 @@ def worker_alf(args: argparse.Namespace) -> dict[str, Any]:
     from absl import logging as absl_logging
 
     from alf import config as alf_config
+    from alf.configurables import import_configurables
     from alf.trainers import RLTrainer, TrainerConfig
 
     absl_logging.set_verbosity(absl_logging.WARNING)
     setup_start = time.monotonic()
     conf_file = os.path.join(alf_config.EXAMPLES_DIR, "ppo_cart_pole.gin")
     eval_interval = args.eval_every_steps // STEPS_PER_ITERATION
+    import_configurables()
     alf_config.load_config(
         conf_file, _alf_conf_params(args.seed, args.num_env_steps, eval_interval, args.alf_threads)
     )

@@ -74,7 +74,7 @@ from common import (
 SCRIPT = os.path.abspath(__file__)
 ENV_NAME = "Pendulum-v1"
 TARGET_RETURN = -200.0
-EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.rl_trainer.EVAL_SEED_OFFSET
+EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.components.EVAL_SEED_OFFSET
 EVAL_EVERY = 1000  # env steps (= ALF iterations: 1 env, unroll_length 1)
 
 HPARAMS: dict[str, Any] = {
@@ -134,12 +134,14 @@ def worker_alf(args: argparse.Namespace) -> dict[str, Any]:
     from absl import logging as absl_logging
 
     from alf import config as alf_config
+    from alf.configurables import import_configurables
     from alf.trainers import RLTrainer, TrainerConfig
 
     absl_logging.set_verbosity(absl_logging.WARNING)
     stop_supported = "stop_at_eval_return" in inspect.signature(TrainerConfig).parameters
     setup_start = time.monotonic()
     conf_file = os.path.join(alf_config.EXAMPLES_DIR, "sac_pendulum.gin")
+    import_configurables()
     alf_config.load_config(conf_file, _alf_conf_params(args, stop_supported))
     with tempfile.TemporaryDirectory(prefix="alf_bench_") as root_dir:
         trainer = RLTrainer(config=TrainerConfig(), root_dir=root_dir)

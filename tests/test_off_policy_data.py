@@ -22,7 +22,7 @@ from helpers_off_policy import (  # noqa: F401 (_one_thread: an autouse fixture)
 from alf import nest
 from alf.algorithms.off_policy_algorithm import valid_transitions
 from alf.data_structures import StepType
-from alf.trainers.checkpointer import CheckpointError
+from alf.run_dir.checkpoints import CheckpointError
 
 # ------------------------------------------------------------------------------ 7
 OFFLINE_ITERATIONS = 60

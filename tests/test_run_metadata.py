@@ -17,8 +17,9 @@ import pytest
 from helpers_cli import REPO, shared_tiny_run
 
 import alf
-from alf.utils import run_files, run_metadata
-from alf.utils.run_metadata import GitInfo, git_info, record_run_start, shell_command
+from alf.run_dir import layout
+from alf.run_dir import metadata as run_metadata
+from alf.run_dir.metadata import GitInfo, git_info, record_run_start, shell_command
 
 GIT = {
     "GIT_AUTHOR_NAME": "t",
@@ -120,13 +121,13 @@ def test_fresh_start_then_resumes(tmp_path, monkeypatch):
     first = record_run_start(
         str(root), config=_config(), device="cpu", trackers={"wandb": {"run_id": "w1"}}
     )
-    on_disk = json.loads((root / run_files.METADATA_FILE).read_text())
+    on_disk = json.loads((root / layout.METADATA_FILE).read_text())
     assert on_disk == first
     assert first["framework"] == "alf" and first["algorithm"] == "PPOAlgorithm"
     assert first["seed"] == 3 and first["env_name"] == "CartPole-v1"
     assert first["git_revision"] == "abc" and first["git_dirty"] is True
-    assert first["code_diff"] == run_files.CODE_DIFF_FILE
-    assert (root / run_files.CODE_DIFF_FILE).read_text() == "diff --git a/x b/x\n+changed\n"
+    assert first["code_diff"] == layout.CODE_DIFF_FILE
+    assert (root / layout.CODE_DIFF_FILE).read_text() == "diff --git a/x b/x\n+changed\n"
     assert first["versions"]["alf"] == alf.__version__
     assert {"python", "torch", "gymnasium", "numpy", "mujoco", "envpool"} <= set(first["versions"])
     assert first["resumes"] == [] and first["trackers"] == {"wandb": {"run_id": "w1"}}
@@ -147,17 +148,17 @@ def test_fresh_start_then_resumes(tmp_path, monkeypatch):
     assert resume["git_revision"] == "abc" and resume["git_dirty"] is False
     assert resume["argv"] == sys.argv and "time" in resume
     assert second["trackers"] == {"wandb": {"run_id": "w1"}, "mlflow": {"run_id": "m1"}}
-    assert (root / run_files.CODE_DIFF_FILE).exists()  # the start's diff is kept
+    assert (root / layout.CODE_DIFF_FILE).exists()  # the start's diff is kept
 
     # A fresh start (no checkpoint to resume) replaces the record, and the stale diff.
     third = record_run_start(str(root), config=_config(seed=4), device="cpu")
     assert third["resumes"] == [] and third["seed"] == 4 and third["code_diff"] is None
-    assert not (root / run_files.CODE_DIFF_FILE).exists()
+    assert not (root / layout.CODE_DIFF_FILE).exists()
 
 
 def test_a_tiny_run_records_how_it_was_started(tmp_path_factory):
     root, _ = shared_tiny_run(tmp_path_factory)
-    info = run_files.read_metadata(str(root))
+    info = layout.read_metadata(str(root))
     assert info is not None
     assert info["framework"] == "alf"
     assert info["env_name"] == "CartPole-v1" and info["algorithm"] == "PPOAlgorithm"
@@ -174,4 +175,4 @@ def test_a_tiny_run_records_how_it_was_started(tmp_path_factory):
     else:
         assert Path(alf.__file__).resolve().is_relative_to(REPO)
         assert info["git_revision"] == expected.revision
-        assert (root / run_files.CODE_DIFF_FILE).exists() == bool(info["git_dirty"])
+        assert (root / layout.CODE_DIFF_FILE).exists() == bool(info["git_dirty"])

@@ -21,8 +21,8 @@ from helpers_cli import (
     train_records,
 )
 
+from alf.run_dir import layout
 from alf.trainers import TrainerConfig
-from alf.utils import run_files
 from alf.utils.summary import SummaryLogger
 from alf.utils.trackers import Tracker, TrackerError, create_trackers, mlflow_uri, run_name
 
@@ -233,7 +233,7 @@ def tracked_runs(tmp_path_factory) -> dict[str, Any]:
         params = (*RUN_PARAMS, f"TrainerConfig.mlflow_tracking_uri='{mlruns.as_uri()}'")
         first = run_cli(train_cmd(root, *params, _budget(4)))
         assert first.returncode == 0, first.stderr[-3000:]
-        first_info = json.loads((root / run_files.METADATA_FILE).read_text())
+        first_info = json.loads((root / layout.METADATA_FILE).read_text())
         first_wandb = sorted(wandb_dir.glob("wandb/offline-run-*"))
         first_progress = read_progress(root)
         (root / "checkpoints" / "ckpt-4.pt").unlink()
@@ -248,7 +248,7 @@ def tracked_runs(tmp_path_factory) -> dict[str, Any]:
         first_info=first_info,
         first_wandb=first_wandb,
         first_progress=first_progress,
-        info=json.loads((root / run_files.METADATA_FILE).read_text()),
+        info=json.loads((root / layout.METADATA_FILE).read_text()),
         first=first,
         second=second,
     )
@@ -337,7 +337,7 @@ def test_bad_wandb_mode_is_a_clean_user_error(tmp_path):
     assert result.returncode == 2
     stderr = assert_clean_user_error(result, "alf.bin.train", "TrainerConfig.wandb_mode", "bogus")
     assert "invalid configuration" in stderr
-    assert not (root / run_files.METADATA_FILE).exists()
+    assert not (root / layout.METADATA_FILE).exists()
 
 
 def test_missing_tracker_package_stops_the_cli_with_one_line(tmp_path):
@@ -358,4 +358,4 @@ def test_missing_tracker_package_stops_the_cli_with_one_line(tmp_path):
         "TrainerConfig.wandb_project needs the [wandb] extra",
         "pip install 'alf[wandb]'",
     )
-    assert not (root / run_files.METADATA_FILE).exists()
+    assert not (root / layout.METADATA_FILE).exists()

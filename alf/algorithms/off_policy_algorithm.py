@@ -11,9 +11,10 @@ from torch.func import functional_call
 
 from alf import nest
 from alf.algorithms.on_policy_algorithm import summarize_updates
-from alf.algorithms.rl_algorithm import RLAlgorithm
-from alf.data_structures import BatchInfo, Experience, StepType
+from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
+from alf.data_structures import BatchInfo, Experience, StepType, Trajectory
 from alf.replay_buffers import ReplayBuffer
+from alf.replay_buffers.offline import load_offline_buffers
 from alf.utils.device import to_device
 from alf.utils.value_ops import n_step_return
 
@@ -47,9 +48,11 @@ class OffPolicyAlgorithm(RLAlgorithm):
     With an offline buffer (:meth:`set_offline_buffers`), ``offline_fraction`` of every
     mini-batch comes from it and the rest from the online buffer (1.0: offline only).
 
-    The trainer creates the buffer with :meth:`build_replay_buffer` once it knows the
-    number of environments; its size and sampling are configured on
-    :class:`ReplayBuffer` (``ReplayBuffer.max_length``, ``ReplayBuffer.prioritized``...).
+    :meth:`prepare_learning` creates the buffer (:meth:`build_replay_buffer`) once the
+    number of environments is known, and loads the offline buffers; its size and
+    sampling are configured on :class:`ReplayBuffer` (``ReplayBuffer.max_length``,
+    ``ReplayBuffer.prioritized``...). :meth:`learn` stores each collected trajectory's
+    new steps and, once ``initial_collect_steps`` are stored, trains on samples.
 
     Args:
         mini_batch_size: sequences per update.
@@ -82,6 +85,65 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self._replay_buffer: ReplayBuffer | None = None
         self._offline_buffers: list[ReplayBuffer] = []
         self.offline_fraction = 0.0
+        self._setup: LearningSetup | None = None
+
+    needs_every_step = True
+
+    # ------------------------------------------------- learning from collection
+    def prepare_learning(self, setup: LearningSetup) -> None:
+        """Builds the replay buffer for ``setup.num_envs`` environments and loads the
+        offline buffers of ``setup.offline_buffer_dirs``.
+
+        Raises:
+            ValueError: a replay-buffer checkpoint in a data-parallel run, or
+                ``offline_fraction=1.0`` without offline data.
+        """
+        self._setup = setup
+        self.build_replay_buffer(num_envs=setup.num_envs)
+        if setup.data_parallel and self.replay_buffer.enable_checkpoint:
+            raise ValueError(
+                "ReplayBuffer.enable_checkpoint is not supported in data-parallel runs "
+                "(each rank has its own replay buffer and only rank 0 writes checkpoints)"
+            )
+        if setup.offline_buffer_dirs:
+            buffers = load_offline_buffers(
+                list(setup.offline_buffer_dirs), self.replay_buffer.data_spec
+            )
+            self.set_offline_buffers(buffers, setup.offline_fraction)
+        elif setup.offline_fraction >= 1.0:
+            raise ValueError("TrainerConfig.offline_fraction=1.0 needs offline_buffer_dir")
+
+    def learn(self, trajectory: Trajectory) -> dict[str, float]:
+        """Stores the trajectory's new steps, then runs :meth:`train_from_replay` if
+        ``initial_collect_steps`` are stored (or training is on offline data alone) and
+        a mini-batch can be sampled, on every rank."""
+        for rows in trajectory.new_rows():
+            self.observe_for_replay(rows)
+        setup = self._setup
+        if setup is None:
+            raise RuntimeError("OffPolicyAlgorithm.learn() before prepare_learning()")
+        offline_only = bool(self._offline_buffers) and self.offline_fraction >= 1.0
+        ready = offline_only or self.replay_buffer.total_size >= setup.initial_collect_steps
+        if setup.all_ranks_agree(ready and self.can_train()):
+            return self.train_from_replay()
+        return {}
+
+    def data_checkpoint_state(self) -> Any:
+        """The replay buffer's state if ``ReplayBuffer.enable_checkpoint``, else None."""
+        buffer = self._replay_buffer
+        if buffer is None or not buffer.enable_checkpoint:
+            return None
+        return buffer.checkpoint_state()
+
+    def load_data_checkpoint_state(self, state: Any) -> None:
+        """Restores the saved replay buffer (if ``ReplayBuffer.enable_checkpoint``) and
+        ends its stored episodes at their newest step, as truncations (the environments
+        restart with new episodes; the last transitions still bootstrap)."""
+        buffer = self.replay_buffer
+        if state is None or not buffer.enable_checkpoint:
+            return
+        buffer.load_checkpoint_state(state)
+        buffer.overwrite_newest("step_type", StepType.LAST)
 
     # ----------------------------------------------------------- replay data
     def build_replay_buffer(self, *, num_envs: int) -> ReplayBuffer:

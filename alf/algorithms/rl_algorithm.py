@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from alf import nest
 from alf.algorithms.algorithm import Algorithm
-from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
+from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep, Trajectory
 from alf.data_transformers import DataTransformerChain
 from alf.tensor_specs import TensorSpec, zeros_from_spec
 from alf.utils.device import to_device
 
-__all__ = ["RLAlgorithm", "reset_state_on_first"]
+__all__ = ["LearningSetup", "RLAlgorithm", "reset_state_on_first"]
 
 
 def reset_state_on_first(state: Any, step_type: torch.Tensor) -> Any:
@@ -21,6 +23,38 @@ def reset_state_on_first(state: Any, step_type: torch.Tensor) -> Any:
     if not nest.flatten(state):  # stateless: nothing to do on this per-step path
         return state
     return nest.zero_rows(state, step_type != StepType.FIRST)
+
+
+def _all_ranks_agree(flag: bool) -> bool:
+    return flag
+
+
+@dataclass(frozen=True)
+class LearningSetup:
+    """What a trainer tells an algorithm about the data it will learn from (see
+    :meth:`RLAlgorithm.prepare_learning`).
+
+    Attributes:
+        num_envs: environments whose steps this learner receives (this rank's share).
+        unroll_length: steps per environment per iteration
+            (``TrainerConfig.unroll_length``; fractional for off-policy training).
+        initial_collect_steps: steps (this rank's share) stored before training starts
+            (``TrainerConfig.initial_collect_steps``).
+        offline_buffer_dirs: runs whose saved replay buffers are mixed into training.
+        offline_fraction: the share of every mini-batch taken from them.
+        data_parallel: whether this is one rank of a data-parallel run.
+        all_ranks_agree: ``all_ranks_agree(flag)`` is True if ``flag`` is True on every
+            rank (a collective; the identity outside data-parallel runs, and where the
+            ranks' data arrive in step so that they agree anyway).
+    """
+
+    num_envs: int
+    unroll_length: float = 1
+    initial_collect_steps: int = 0
+    offline_buffer_dirs: tuple[str, ...] = ()
+    offline_fraction: float = 0.0
+    data_parallel: bool = False
+    all_ranks_agree: Callable[[bool], bool] = _all_ranks_agree
 
 
 class RLAlgorithm(Algorithm):
@@ -40,6 +74,13 @@ class RLAlgorithm(Algorithm):
 
     and :meth:`train_from_unroll`, which the family classes
     (:class:`~alf.algorithms.on_policy_algorithm.OnPolicyAlgorithm`) implement.
+
+    How the algorithm learns from what is collected is its own: the trainer calls
+    :meth:`prepare_learning` once and :meth:`learn` with every collected
+    :class:`~alf.data_structures.Trajectory`. By default (the on-policy way) ``learn``
+    trains on the whole trajectory with :meth:`train_from_unroll`;
+    :class:`~alf.algorithms.off_policy_algorithm.OffPolicyAlgorithm` stores it in a
+    replay buffer and trains on samples instead.
 
     Recurrent state is declared with ``*_state_spec`` (a nest of specs, ``()`` when
     stateless); unrollers reset it to zeros at FIRST steps.
@@ -149,6 +190,48 @@ class RLAlgorithm(Algorithm):
             Scalars to report in summaries (losses, entropy, ...).
         """
         raise NotImplementedError
+
+    # -------------------------------------------------- learning from collection
+    needs_every_step: bool = False
+    """Whether learning needs every collected step (True for a replay buffer, where a
+    dropped fragment would leave a gap inside an episode): async collection then keeps
+    every fragment, however old."""
+
+    def prepare_learning(self, setup: LearningSetup) -> None:
+        """Called once by the trainer before training (and before a checkpoint is
+        restored): checks that the algorithm can learn from the collection ``setup``
+        describes, and builds what it learns with.
+
+        The default (training on each whole trajectory) needs whole unroll lengths and
+        no initial collection or offline data.
+
+        Raises:
+            ValueError: a setting this algorithm cannot use, naming it.
+        """
+        if setup.unroll_length != int(setup.unroll_length):
+            raise ValueError(
+                f"TrainerConfig.unroll_length={setup.unroll_length}: fractional unroll "
+                "lengths need an off-policy algorithm"
+            )
+        if setup.initial_collect_steps:
+            raise ValueError("TrainerConfig.initial_collect_steps needs an off-policy algorithm")
+        if setup.offline_buffer_dirs:
+            raise ValueError("TrainerConfig.offline_buffer_dir needs an off-policy algorithm")
+
+    def learn(self, trajectory: Trajectory) -> dict[str, float]:
+        """Learns from one collected trajectory (one training iteration).
+
+        Returns:
+            Scalars to report in summaries; empty if nothing was trained.
+        """
+        return self.train_from_unroll(trajectory.experience())
+
+    def data_checkpoint_state(self) -> Any:
+        """Collected data to keep across a resume (e.g. a replay buffer), or None."""
+        return None
+
+    def load_data_checkpoint_state(self, state: Any) -> None:  # noqa: B027 - optional hook
+        """Restores what :meth:`data_checkpoint_state` returned."""
 
     def experience_spec(self) -> Any:
         """Specs of one collected step: an :class:`Experience` of what ``rollout_step``

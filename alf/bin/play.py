@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from absl import app, flags
 
-from alf.utils import run_files
+from alf.bin.cli import print_error
+from alf.run_dir import layout
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run.")
 flags.DEFINE_integer("checkpoint_step", None, "Iteration of the checkpoint (default: newest).")
@@ -32,8 +33,7 @@ _OWN_FLAGS = ("root_dir", "checkpoint_step", "num_episodes", "seed", "record_fil
 
 
 def _fail(message: str) -> None:
-    print(f"alf.bin.play: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
+    sys.exit(print_error("alf.bin.play", message))
 
 
 def main(argv: list[str]) -> None:
@@ -41,9 +41,7 @@ def main(argv: list[str]) -> None:
     del argv
     import gymnasium
 
-    from alf import config as alf_config
-    from alf.environments import UnknownEnvironmentError
-    from alf.trainers import CheckpointError
+    from alf.errors import AlfError
     from alf.trainers.evaluator import Evaluator
 
     if not FLAGS.root_dir:
@@ -51,7 +49,7 @@ def main(argv: list[str]) -> None:
     if FLAGS.num_episodes < 1:
         _fail(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
-    conf_path = os.path.join(root_dir, run_files.CONFIG_FILE)
+    conf_path = os.path.join(root_dir, layout.CONFIG_FILE)
     if not os.path.isfile(conf_path):
         _fail(f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?")
     if FLAGS.record_file:
@@ -71,17 +69,8 @@ def main(argv: list[str]) -> None:
             if FLAGS.record_file:
                 metadata = getattr(getattr(env, "gym_env", None), "metadata", {})
                 writer = _VideoWriter(FLAGS.record_file, fps=metadata.get("render_fps", 30))
-        except (
-            alf_config.ConfigError,
-            CheckpointError,
-            UnknownEnvironmentError,
-            gymnasium.error.Error,
-            ValueError,
-            TypeError,
-        ) as err:
+        except (AlfError, gymnasium.error.Error, ValueError, TypeError) as err:
             _fail(str(err))
-        except (RuntimeError, KeyError) as err:
-            _fail(f"checkpoint does not fit the run's config: {err}")
 
         recorder = _FrameRecorder(env, writer) if writer else env
         evaluator = Evaluator(env=recorder, algorithm=algorithm, num_episodes=FLAGS.num_episodes)
@@ -116,16 +105,16 @@ def load_trained_run(
     import torch
 
     from alf import config as alf_config
+    from alf.configurables import import_configurables
     from alf.environments import create_environment
-    from alf.trainers import Checkpointer, TrainerConfig, build_algorithm
-    from alf.trainers.rl_trainer import CHECKPOINT_KEYS
+    from alf.run_dir.checkpoints import read_checkpoint, restore_algorithm
+    from alf.trainers import TrainerConfig, build_algorithm
 
-    with open(os.path.join(root_dir, "config.gin")) as f:
+    import_configurables()
+    with open(os.path.join(root_dir, layout.CONFIG_FILE)) as f:
         alf_config.load_config_text(f.read(), conf_params)
     config = TrainerConfig()
-    state = Checkpointer(directory=os.path.join(root_dir, run_files.CHECKPOINT_DIR)).load(
-        checkpoint_step, CHECKPOINT_KEYS
-    )
+    checkpoint = read_checkpoint(root_dir, checkpoint_step)
     if config.torch_num_threads:
         torch.set_num_threads(config.torch_num_threads)
     env = create_environment(
@@ -134,7 +123,7 @@ def load_trained_run(
     try:
         algorithm = build_algorithm(config, env)
         # Only the module's tensors (parameters and statistics): no optimizer state.
-        algorithm.load_state_dict(state["algorithm"]["module"])
+        restore_algorithm(algorithm, checkpoint, with_optimizer=False)
     except BaseException:
         env.close()
         raise

@@ -21,6 +21,8 @@ import argparse
 import os
 import sys
 
+from alf.bin.cli import print_error
+
 EXIT_NOTHING = 1
 EXIT_USAGE = 2
 _PROG = "alf.bin.plot"
@@ -58,8 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, status: int = EXIT_USAGE) -> int:
-    print(f"{_PROG}: error: {message}", file=sys.stderr, flush=True)
-    return status
+    return print_error(_PROG, message, status)
 
 
 def _count(n: int, noun: str) -> str:

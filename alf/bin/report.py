@@ -19,6 +19,8 @@ import argparse
 import os
 import sys
 
+from alf.bin.cli import print_error
+
 EXIT_USAGE = 2
 _PROG = "alf.bin.report"
 
@@ -44,8 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> int:
-    print(f"{_PROG}: error: {message}", file=sys.stderr, flush=True)
-    return EXIT_USAGE
+    return print_error(_PROG, message, EXIT_USAGE)
 
 
 def main(argv: list[str] | None = None) -> int:

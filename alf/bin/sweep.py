@@ -21,6 +21,8 @@ import argparse
 import os
 import sys
 
+from alf.bin.cli import print_error
+
 EXIT_USAGE = 2
 
 
@@ -71,8 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> None:
-    print(f"alf.bin.sweep: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(EXIT_USAGE)
+    sys.exit(print_error("alf.bin.sweep", message, EXIT_USAGE))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,9 @@ from types import FrameType
 
 from absl import app, flags, logging
 
-from alf.utils import run_files
+from alf.bin.cli import print_error
+from alf.errors import EXIT_TRAINING_ERROR, EXIT_USER_ERROR
+from alf.run_dir import layout
 
 flags.DEFINE_string("root_dir", None, "Directory of the run's files (created if missing).")
 flags.DEFINE_string("conf", None, "The .gin config file.")
@@ -37,19 +39,16 @@ flags.DEFINE_string(
 FLAGS = flags.FLAGS
 _OWN_FLAGS = ("root_dir", "conf", "conf_param", "device")
 
-EXIT_USER_ERROR = 2
-EXIT_TRAINING_ERROR = 3
 
 
 def _fail(message: str, code: int, status_dir: str | None = None) -> None:
     """Prints ``message`` as the one error line and exits with ``code``; records the
     failure in ``status_dir``'s status file when given (rank 0 of a run that started)."""
     if status_dir is not None:
-        run_files.write_status(
-            status_dir, run_files.RunStatus.FAILED, error=message, exit_code=code
+        layout.write_status(
+            status_dir, layout.RunStatus.FAILED, error=message, exit_code=code
         )
-    print(f"alf.bin.train: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(code)
+    sys.exit(print_error("alf.bin.train", message, code))
 
 
 def _ranked(message: str, context: object | None) -> str:
@@ -74,13 +73,10 @@ def main(argv: list[str]) -> None:
     import gymnasium
 
     from alf import config as alf_config
-    from alf.environments import UnknownEnvironmentError
-    from alf.environments.subprocess_environment import EnvironmentWorkerError
-    from alf.trainers import CheckpointError, RLTrainer, TrainerConfig, TrainingDivergedError
-    from alf.trainers.run_lock import RunDirLockedError
-    from alf.unrollers import ActorError
+    from alf.configurables import import_configurables
+    from alf.errors import AlfError
+    from alf.trainers import RLTrainer, TrainerConfig
     from alf.utils import distributed
-    from alf.utils.trackers import TrackerError
     # Signals are caught from the start: one that arrives while the trainer is being
     # built stops the run as soon as it can (after checkpointing, if anything trained).
     interrupts = 0
@@ -105,6 +101,7 @@ def main(argv: list[str]) -> None:
         conf_params.append(f"TrainerConfig.device = {FLAGS.device!r}")
     context = None
     try:
+        import_configurables()
         alf_config.load_config(FLAGS.conf, conf_params)
         config = TrainerConfig()
         context = distributed.init_distributed(
@@ -116,16 +113,8 @@ def main(argv: list[str]) -> None:
             timeout_s=config.distributed_timeout_s,
         )
         trainer = RLTrainer(config=config, root_dir=root_dir, distributed=context)
-    except (
-        alf_config.ConfigError,
-        UnknownEnvironmentError,
-        CheckpointError,
-        RunDirLockedError,
-        TrackerError,
-    ) as err:
-        _fail(_ranked(str(err), context), EXIT_USER_ERROR)
-    except distributed.DistributedError as err:
-        _fail(str(err), EXIT_TRAINING_ERROR)
+    except AlfError as err:
+        _fail(_ranked(str(err), context), err.exit_code)
     except (ValueError, TypeError, gymnasium.error.Error) as err:
         _fail(_ranked(f"invalid configuration: {err}", context), EXIT_USER_ERROR)
     except OSError as err:
@@ -135,25 +124,20 @@ def main(argv: list[str]) -> None:
         trainer.request_stop()
     status_dir = root_dir if trainer.is_main else None
     if status_dir is not None:
-        run_files.write_status(
+        layout.write_status(
             status_dir,
-            run_files.RunStatus.RUNNING,
+            layout.RunStatus.RUNNING,
             num_env_steps=trainer.config.num_env_steps,
             num_iterations=trainer.config.num_iterations,
         )
     try:
         result = trainer.train()
-    except (
-        TrainingDivergedError,
-        ActorError,
-        EnvironmentWorkerError,
-        distributed.DistributedError,
-    ) as err:
-        _fail(_ranked(str(err), context), EXIT_TRAINING_ERROR, status_dir)
+    except AlfError as err:
+        _fail(_ranked(str(err), context), err.exit_code, status_dir)
     except RuntimeError as err:
         if context is None or not distributed.is_communication_error(err):
             if status_dir is not None:
-                run_files.write_status(status_dir, run_files.RunStatus.FAILED, error=repr(err))
+                layout.write_status(status_dir, layout.RunStatus.FAILED, error=repr(err))
             raise
         _fail(
             f"rank {context.rank}: lost contact with the other ranks ({err}); another rank "
@@ -163,16 +147,16 @@ def main(argv: list[str]) -> None:
         )
     except BaseException as err:
         if status_dir is not None:
-            run_files.write_status(status_dir, run_files.RunStatus.FAILED, error=repr(err))
+            layout.write_status(status_dir, layout.RunStatus.FAILED, error=repr(err))
         raise
     finally:
         trainer.close()
         distributed.shutdown_distributed()
     if status_dir is not None:
-        state = run_files.RunStatus.STOPPED if result["stopped_early"] else (
-            run_files.RunStatus.FINISHED
+        state = layout.RunStatus.STOPPED if result["stopped_early"] else (
+            layout.RunStatus.FINISHED
         )
-        run_files.write_status(
+        layout.write_status(
             status_dir,
             state,
             iteration=result["iteration"],

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
-
-import gymnasium as gym
 
 from alf.config import configurable
 from alf.environments import suite_gym
 from alf.environments.alf_environment import AlfEnvironment
-from alf.environments.gymnasium_environment import GymnasiumEnvironment
+from alf.environments.backends import BACKENDS, Backend, BackendRequest
 from alf.environments.suite_gym import (
     MissingExtraError,
     UnknownEnvironmentError,
@@ -25,10 +22,11 @@ __all__ = [
 ]
 
 
-VECTORIZATION_MODES = ("sync", "vector_entry_point", "envpool", "subprocess")
+VECTORIZATION_MODES = tuple(BACKENDS)
 """How a batch of environments is stepped: in-process Gymnasium vector envs (``sync``,
 ``vector_entry_point``), EnvPool's C++ thread pool (``envpool``, the ``[envpool]`` extra),
-or worker processes that each step a group of environments per message (``subprocess``)."""
+or worker processes that each step a group of environments per message (``subprocess``);
+see :mod:`alf.environments.backends`."""
 
 
 @configurable
@@ -37,7 +35,7 @@ def create_environment(
     num_parallel_environments: int = 1,
     *,
     seed: int | None = None,
-    vectorization_mode: str = "sync",
+    vectorization_mode: str | Backend = "sync",
     num_workers: int | None = None,
     render_mode: str | None = None,
     max_episode_steps: int | None = None,
@@ -73,7 +71,10 @@ def create_environment(
             id EnvPool supports) or ``"subprocess"`` (``num_workers`` processes, each
             stepping ``num_parallel_environments / num_workers`` environments per message
             through shared memory: for environments whose step is expensive; the workers
-            load the current gin config, so ``load``'s bindings apply there too).
+            load the current gin config, so ``load``'s bindings apply there too); or a
+            backend function of one's own (``@my_backend`` in a config: it takes a
+            :class:`~alf.environments.backends.BackendRequest`; see
+            ``docs/adding_an_environment_backend.md``).
         num_workers: worker processes of the ``"subprocess"`` mode (default: one per CPU
             core, at most one per environment).
         render_mode: e.g. ``"rgb_array"`` to record videos.
@@ -99,9 +100,14 @@ def create_environment(
         UnknownEnvironmentError: the id is not registered.
         ValueError: invalid arguments, or options the backend cannot apply.
     """
-    if vectorization_mode not in VECTORIZATION_MODES:
+    if callable(vectorization_mode):
+        backend = vectorization_mode
+    elif vectorization_mode in BACKENDS:
+        backend = BACKENDS[vectorization_mode]
+    else:
         raise ValueError(
-            f"vectorization_mode must be one of {VECTORIZATION_MODES}, got '{vectorization_mode}'"
+            f"vectorization_mode must be one of {VECTORIZATION_MODES} or a backend function, "
+            f"got {vectorization_mode!r}"
         )
     if num_parallel_environments < 1:
         raise ValueError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
@@ -113,119 +119,22 @@ def create_environment(
     num_parallel_environments //= num_ranks
     if seed is not None:
         seed += rank * num_parallel_environments
-    training = not for_evaluation
-    load_args = dict(
-        training=training,
+    request = BackendRequest(
+        env_name=env_name,
+        num_envs=num_parallel_environments,
+        seed=seed,
+        num_workers=num_workers,
         render_mode=render_mode,
         max_episode_steps=max_episode_steps,
         env_kwargs=env_kwargs,
-    )
-    # Also records load's bindings as used, whichever backend builds the environments.
-    options = suite_gym.configured_options(env_name, **load_args)
-    if vectorization_mode == "envpool":
-        return _envpool_environment(
+        for_evaluation=for_evaluation,
+        # Also records load's bindings as used, whichever backend builds the environments.
+        options=suite_gym.configured_options(
             env_name,
-            num_parallel_environments,
-            options=options,
-            training=training,
-            seed=seed,
+            training=not for_evaluation,
             render_mode=render_mode,
             max_episode_steps=max_episode_steps,
             env_kwargs=env_kwargs,
-        )
-    if vectorization_mode == "vector_entry_point" and options.customized:
-        raise ValueError(
-            "vectorization_mode='vector_entry_point' cannot apply suite_gym.load's preset, "
-            "wrappers or legacy_api: use 'sync' or 'subprocess'"
-        )
-    env_id = resolve_env_id(env_name)
-    if vectorization_mode == "subprocess":
-        from alf import config as alf_config
-        from alf.environments.subprocess_environment import SubprocessEnvironment
-
-        return SubprocessEnvironment(
-            env_name=env_name,
-            num_envs=num_parallel_environments,
-            # At most one worker per environment (e.g. for a small evaluation batch).
-            num_workers=num_workers and min(num_workers, num_parallel_environments),
-            seed=seed,
-            render_mode=render_mode,
-            max_episode_steps=max_episode_steps,
-            env_kwargs=env_kwargs,
-            for_evaluation=for_evaluation,
-            config_text=alf_config.config_str(),
-        )
-    if vectorization_mode == "vector_entry_point":
-        kwargs = dict(env_kwargs or {})
-        if render_mode is not None:
-            kwargs["render_mode"] = render_mode
-        if max_episode_steps is not None:
-            kwargs["max_episode_steps"] = max_episode_steps
-        vector_env = gym.make_vec(
-            env_id,
-            num_envs=num_parallel_environments,
-            vectorization_mode=vectorization_mode,
-            **kwargs,
-        )
-    else:
-        make_one = functools.partial(suite_gym.load, env_name, **load_args)
-        vector_env = gym.vector.SyncVectorEnv(
-            [make_one] * num_parallel_environments,
-            autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
-        )
-    return GymnasiumEnvironment(vector_env=vector_env, seed=seed)
-
-
-def _envpool_environment(
-    env_name: str,
-    num_envs: int,
-    *,
-    options: suite_gym.LoadOptions,
-    training: bool,
-    seed: int | None,
-    render_mode: str | None,
-    max_episode_steps: int | None,
-    env_kwargs: dict[str, Any] | None,
-) -> AlfEnvironment:
-    """The ``"envpool"`` backend, with the configured preset's options."""
-    from alf.environments.envpool_environment import EnvPoolEnvironment
-
-    if options.wrappers or options.legacy_api:
-        raise ValueError(
-            "vectorization_mode='envpool' cannot apply suite_gym.load.wrappers or "
-            "suite_gym.load.legacy_api: use 'sync' or 'subprocess'"
-        )
-    pool_kwargs: dict[str, Any] = {}
-    env_id = env_name
-    if options.preset is not None:
-        if not hasattr(options.preset, "envpool_kwargs"):
-            raise ValueError(f"EnvPool cannot apply the preset {options.preset!r}")
-        from alf.environments.atari import envpool_atari_id
-
-        env_id = envpool_atari_id(env_name) or env_name
-        pool_kwargs.update(options.preset.envpool_kwargs(training=training))
-        if max_episode_steps is None:
-            max_episode_steps = options.preset.max_episode_steps
-    pool_kwargs.update(env_kwargs or {})
-    if render_mode is not None:
-        pool_kwargs["render_mode"] = render_mode
-    try:
-        # EnvPool has its own registry (e.g. ``Pong-v5``), checked by the backend.
-        return EnvPoolEnvironment(
-            env_id=env_id,
-            num_envs=num_envs,
-            seed=seed,
-            max_episode_steps=max_episode_steps,
-            env_kwargs=pool_kwargs,
-        )
-    except ValueError as err:
-        if "does not support" not in str(err):
-            raise
-        if env_id != env_name:
-            raise ValueError(f"{err} (the Atari preset's id for '{env_name}')") from err
-        if options.preset is None and (env_name.startswith("ALE/") or "NoFrameskip" in env_name):
-            raise ValueError(
-                f"{err}. For an Atari game, bind suite_gym.load.preset = 'atari' (EnvPool "
-                "then runs its own id of the game with the preset)"
-            ) from err
-        raise
+        ),
+    )
+    return backend(request)

@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 from alf import nest
 from alf.data_structures import TimeStep
 from alf.environments.alf_environment import AlfEnvironment
+from alf.errors import TrainingError
 
 __all__ = ["EnvironmentWorkerError", "SubprocessEnvironment"]
 
@@ -33,7 +34,7 @@ _POLL_S = 0.5  # how often a waiting side checks that the other side is still al
 _JOIN_TIMEOUT_S = 5.0  # how long close() waits for a worker before terminating it
 
 
-class EnvironmentWorkerError(RuntimeError):
+class EnvironmentWorkerError(TrainingError, RuntimeError):
     """A worker of a :class:`SubprocessEnvironment` failed, died or timed out.
 
     The message names the worker, its environment range and, for an exception raised
@@ -73,7 +74,9 @@ def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
         if config_text:
             from alf.config import load_config_text
 
-            load_config_text(config_text)
+            # (alf.environments is imported: the environments' settings are known; the
+            # others are skipped.)
+            load_config_text(config_text, skip_unknown=True)
         env = create_environment(env_name, num_envs, vectorization_mode="sync", **kwargs)
         conn.send(("ok", (env.observation_spec(), env.action_spec())))
     except Exception:

@@ -28,6 +28,7 @@ from typing import Any
 import gymnasium as gym
 
 from alf.config import configurable
+from alf.errors import UserError
 
 __all__ = [
     "LoadOptions",
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-class UnknownEnvironmentError(ValueError):
+class UnknownEnvironmentError(UserError, ValueError):
     """An environment id that is not registered with Gymnasium."""
 
 

@@ -7,10 +7,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from alf.errors import UserError
+
 __all__ = ["GridError", "GridPoint", "expand_grid", "parse_grid_flag", "split_top_level"]
 
 
-class GridError(ValueError):
+class GridError(UserError, ValueError):
     """A ``--grid`` flag that does not parse."""
 
 

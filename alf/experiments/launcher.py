@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any
 
-from alf.utils import run_files
+from alf.run_dir import layout
 
 __all__ = ["RunProcess", "RunSpec", "check_bindings", "run_progress", "run_stopping_on_signals"]
 
@@ -60,7 +60,7 @@ class RunProcess:
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         os.makedirs(spec.run_dir, exist_ok=True)
-        self.log_path = os.path.join(spec.run_dir, run_files.LOG_FILE)
+        self.log_path = os.path.join(spec.run_dir, layout.LOG_FILE)
         self._log: IO[str] = open(self.log_path, "a")  # noqa: SIM115 - closed in wait/poll
         self._log.write(f"\n$ {' '.join(spec.command())}\n")
         self._log.flush()
@@ -127,7 +127,7 @@ def run_progress(run_dir: str) -> dict[str, Any]:
     """What a run has done so far, from its files: ``env_steps``, ``iteration``,
     ``elapsed_s``, ``last_eval`` and ``last_eval_env_steps`` (None where unknown), and
     the ``budget`` in env steps when the run recorded it."""
-    records = run_files.read_progress(run_dir)
+    records = layout.read_progress(run_dir)
     out: dict[str, Any] = {
         "env_steps": 0,
         "iteration": 0,
@@ -144,7 +144,7 @@ def run_progress(run_dir: str) -> dict[str, Any]:
         if "eval/average_return" in record:
             out["last_eval"] = float(record["eval/average_return"])
             out["last_eval_env_steps"] = int(record.get("env_steps", 0))
-    status = run_files.read_status(run_dir) or {}
+    status = layout.read_status(run_dir) or {}
     if status.get("num_env_steps"):
         out["budget"] = int(status["num_env_steps"])
     if status.get("env_steps") is not None:
@@ -157,7 +157,9 @@ def check_bindings(conf: str | None, conf_params: Sequence[str]) -> str | None:
     error as one line (None when they load). Catches unknown names and parameters and
     syntax errors before any run is launched."""
     from alf import config as alf_config
+    from alf.configurables import import_configurables
 
+    import_configurables()
     try:
         alf_config.load_config(conf, list(conf_params))
     except alf_config.ConfigError as err:

@@ -1,7 +1,7 @@
 """Reading run directories and grouping them into seeds of one configuration.
 
 A run is any directory with a ``config.gin`` or a ``progress.jsonl`` (see
-:mod:`alf.utils.run_files`): an ALF run, a run of a sweep (``D/<grid point>/seed-<k>/``)
+:mod:`alf.run_dir.layout`): an ALF run, a run of a sweep (``D/<grid point>/seed-<k>/``)
 or a run of another framework written in the same format, whose ``run_info.json`` names
 its ``framework``, ``env_name``, ``algorithm`` and ``seed``. Runs are grouped by their
 configuration without the seed: every ``config.gin`` binding but
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from alf.utils import run_files
+from alf.run_dir import layout
 
 __all__ = [
     "ALGORITHM_BINDING",
@@ -175,8 +175,8 @@ def _eval_curve(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarr
 def load_run(path: str) -> Run:
     """Reads the run directory ``path`` (a run being written is fine)."""
     path = os.path.abspath(path)
-    bindings = run_files.read_bindings(path)
-    metadata = run_files.read_json(os.path.join(path, run_files.METADATA_FILE)) or {}
+    bindings = layout.read_bindings(path)
+    metadata = layout.read_json(os.path.join(path, layout.METADATA_FILE)) or {}
     name = os.path.basename(path)
     seed_dir = _SEED_DIR_RE.match(name)
     grid_point = os.path.basename(os.path.dirname(path)) if seed_dir else name
@@ -204,11 +204,11 @@ def load_run(path: str) -> Run:
     if seed is None and seed_dir:
         seed = int(seed_dir.group(1))
 
-    records = run_files.read_progress(path)
+    records = layout.read_progress(path)
     steps, elapsed, returns = _eval_curve(records)
     env_steps = max((r["env_steps"] for r in records if _is_number(r.get("env_steps"))), default=0)
     wall = max((r["elapsed_s"] for r in records if _is_number(r.get("elapsed_s"))), default=0.0)
-    status = run_files.read_status(path) or {}
+    status = layout.read_status(path) or {}
     return Run(
         path=path,
         group_key=key,
@@ -233,14 +233,14 @@ def _is_number(value: Any) -> bool:
 
 def load_runs(paths: Iterable[str]) -> list[Run]:
     """Every run directory at or under ``paths``, read."""
-    return [load_run(p) for p in run_files.find_run_dirs(paths)]
+    return [load_run(p) for p in layout.find_run_dirs(paths)]
 
 
 def no_run_error(paths: Iterable[str]) -> str | None:
     """The message for the first of ``paths`` holding no run directory, None if each
     holds one (for the command-line tools' argument checks)."""
     for path in paths:
-        if run_files.find_run_dirs([path]):
+        if layout.find_run_dirs([path]):
             continue
         full = os.path.expanduser(path)
         why = ""
@@ -249,7 +249,7 @@ def no_run_error(paths: Iterable[str]) -> str | None:
         elif not os.path.isdir(full):
             why = " (not a directory)"
         return (
-            f"no run directory ({run_files.CONFIG_FILE} or {run_files.PROGRESS_FILE}) "
+            f"no run directory ({layout.CONFIG_FILE} or {layout.PROGRESS_FILE}) "
             f"under '{path}'{why}"
         )
     return None

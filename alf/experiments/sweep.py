@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from alf.experiments.grid import GridPoint, expand_grid
 from alf.experiments.launcher import RunProcess, RunSpec, run_progress, run_stopping_on_signals
-from alf.utils import run_files
+from alf.run_dir import layout
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "Sweep", "SweepRun", "parse_seeds"]
 
@@ -141,8 +141,8 @@ class Sweep:
         run finished, :data:`EXIT_FAILED` if one failed, :data:`EXIT_INTERRUPTED` when
         stopped."""
         for run in self.runs:
-            status = run_files.read_status(run.spec.run_dir) or {}
-            if status.get("state") == run_files.RunStatus.FINISHED:
+            status = layout.read_status(run.spec.run_dir) or {}
+            if status.get("state") == layout.RunStatus.FINISHED:
                 run.state, run.skipped = "done", True
         skipped = sum(run.skipped for run in self.runs)
         self.out(
@@ -199,12 +199,12 @@ class Sweep:
             if code is None:
                 continue
             run.exit_code = code
-            status = run_files.read_status(run.spec.run_dir) or {}
+            status = layout.read_status(run.spec.run_dir) or {}
             state = status.get("state")
-            if code == 0 and state == run_files.RunStatus.FINISHED:
+            if code == 0 and state == layout.RunStatus.FINISHED:
                 run.state = "done"
                 self.out(f"sweep: finished {run.name}: {self._describe(run)}")
-            elif code == 0 or state == run_files.RunStatus.STOPPED:
+            elif code == 0 or state == layout.RunStatus.STOPPED:
                 run.state = "stopped"
                 self.out(f"sweep: stopped {run.name} (checkpoint written; rerun to resume)")
             else:

@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from alf.errors import UserError
 from alf.experiments.grid import split_top_level
 from alf.experiments.launcher import RunProcess, RunSpec, run_stopping_on_signals
-from alf.utils import run_files
+from alf.run_dir import layout
 
 __all__ = [
     "SearchSpaceError",
@@ -34,7 +35,7 @@ STUDY_NAME = "alf"
 OBJECTIVES = ("last", "best")
 
 
-class SearchSpaceError(ValueError):
+class SearchSpaceError(UserError, ValueError):
     """A ``--space`` flag that does not parse."""
 
 
@@ -131,7 +132,7 @@ def read_objective(run_dir: str, objective: str) -> float | None:
     """The run's last (or best) evaluation return, None if it has none."""
     returns = [
         float(r["eval/average_return"])
-        for r in run_files.read_progress(run_dir)
+        for r in layout.read_progress(run_dir)
         if "eval/average_return" in r
     ]
     returns = [r for r in returns if math.isfinite(r)]
@@ -334,11 +335,11 @@ class Tuner:
                 continue
             self._running.remove(item)
             number = item.trial.number
-            state = (run_files.read_status(run_dir) or {}).get("state")
+            state = (layout.read_status(run_dir) or {}).get("state")
             if item.pruned:
                 study.tell(item.trial, state=TrialState.PRUNED)
                 self.out(f"tune: trial {number} pruned after {item.evaluations} evaluations")
-            elif code == 0 and state == run_files.RunStatus.FINISHED:
+            elif code == 0 and state == layout.RunStatus.FINISHED:
                 value = read_objective(run_dir, self.objective)
                 if value is None:
                     study.tell(item.trial, state=TrialState.FAIL)
@@ -346,7 +347,7 @@ class Tuner:
                 else:
                     study.tell(item.trial, value)
                     self.out(f"tune: trial {number} finished: {self.objective} eval {value:.2f}")
-            elif self._stop or state == run_files.RunStatus.STOPPED:
+            elif self._stop or state == layout.RunStatus.STOPPED:
                 self.out(f"tune: trial {number} stopped (resumed by the next tune command)")
             else:
                 study.tell(item.trial, state=TrialState.FAIL)
@@ -356,7 +357,7 @@ class Tuner:
                 )
 
     def _report_evaluations(self, item: _Trial, run_dir: str) -> None:
-        evals = [r for r in run_files.read_progress(run_dir) if "eval/average_return" in r]
+        evals = [r for r in layout.read_progress(run_dir) if "eval/average_return" in r]
         new = False
         for record in evals:
             step, value = int(record["env_steps"]), float(record["eval/average_return"])

@@ -8,7 +8,7 @@ from typing import Any
 
 from alf.replay_buffers.replay_buffer import ReplayBuffer
 from alf.replay_buffers.spec_description import describe_spec, spec_differences
-from alf.trainers.checkpointer import Checkpointer, CheckpointError
+from alf.run_dir.checkpoints import CheckpointError, checkpoint_dir, read_checkpoint
 
 __all__ = ["load_offline_buffer", "load_offline_buffers"]
 
@@ -20,18 +20,16 @@ def load_offline_buffer(root_dir: str, data_spec: Any) -> ReplayBuffer:
         CheckpointError: no checkpoint, no saved buffer in it, or a buffer whose specs
             differ from ``data_spec`` (each differing field is named).
     """
-    directory = os.path.join(root_dir, "checkpoints")
-    if not os.path.isdir(directory):
+    if not os.path.isdir(checkpoint_dir(root_dir)):
         raise CheckpointError(f"Offline buffer dir '{root_dir}' holds no checkpoints/ folder")
-    checkpointer = Checkpointer(directory=directory)
-    path = checkpointer.path(checkpointer.latest_step() or 0)
-    state = checkpointer.load()
-    if "replay_buffer" not in state:
+    checkpoint = read_checkpoint(root_dir)
+    path = checkpoint.path
+    saved = checkpoint.data
+    if saved is None:
         raise CheckpointError(
             f"Checkpoint '{path}' holds no replay buffer: train that run with "
             "ReplayBuffer.enable_checkpoint=True to use it as offline data"
         )
-    saved = state["replay_buffer"]
     differences = spec_differences(saved["spec"], describe_spec(data_spec))
     if differences:
         raise CheckpointError(

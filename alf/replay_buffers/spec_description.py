@@ -9,6 +9,7 @@ import optree
 import torch
 
 from alf import nest
+from alf.errors import UserError
 from alf.tensor_specs import TensorSpec
 
 __all__ = [
@@ -24,7 +25,7 @@ __all__ = [
 SpecDescription = list[tuple[str, tuple[int, ...], str]]
 
 
-class ReplayBufferError(ValueError):
+class ReplayBufferError(UserError, ValueError):
     """Data, arguments or a saved state that do not fit a :class:`ReplayBuffer`."""
 
 

@@ -1,6 +1,6 @@
 """Trainers: the training loop, evaluation and checkpoints."""
 
-from alf.trainers.checkpointer import Checkpointer, CheckpointError
+from alf.run_dir.checkpoints import Checkpointer, CheckpointError
 from alf.trainers.evaluator import EvalResult, Evaluator
 from alf.trainers.rl_trainer import RLTrainer, TrainingDivergedError, build_algorithm
 from alf.trainers.trainer_config import TrainerConfig

@@ -28,6 +28,8 @@ from alf.utils.distributed import DataParallelLoss, DistributedContext
 
 __all__ = [
     "RANK_SEED_STRIDE",
+    "Ranks",
+    "configure_training",
     "divide_mini_batch",
     "enable_data_parallel",
 ]
@@ -35,6 +37,56 @@ __all__ = [
 RANK_SEED_STRIDE = 7_919
 """Rank ``r > 0`` reseeds torch with ``random_seed + r * RANK_SEED_STRIDE`` after the
 (identical) algorithm is built, so its action sampling and mini-batch shuffles differ."""
+
+
+class Ranks:
+    """What the trainer's loop needs the ranks to agree on; for a single process
+    (``context`` None) every answer is local and nothing is communicated.
+
+    Args:
+        context: this rank's context (None: a single-process run).
+        async_collection: whether collection is async: then the ranks' actors deliver
+            at their own pace, so env-step counts and replay readiness differ by rank.
+    """
+
+    def __init__(self, *, context: DistributedContext | None, async_collection: bool) -> None:
+        self.context = context
+        self.world_size = 1 if context is None else context.world_size
+        self._async = async_collection
+
+    def share(self, steps: int) -> int:
+        """This rank's part of a run-wide number of environment steps (rounded up)."""
+        return -(-steps // self.world_size)
+
+    def run_steps(self, steps: int) -> int:
+        """The run's env steps of an iteration in which this rank took ``steps``."""
+        if self.context is None:
+            return steps
+        if not self._async:
+            return steps * self.world_size  # every rank steps as many environments
+        # Actors' fragments (some dropped as too old) arrive at each rank's own pace.
+        (total,) = self.context.all_reduce_sum([steps], what="counting env steps")
+        return int(total)
+
+    def all_ready(self, ready: bool) -> bool:
+        """Whether every rank is ready to train from replay (a collective in async
+        data-parallel runs only: sync ranks store the same number of steps)."""
+        if self.context is None or not self._async:
+            return ready
+        (not_ready,) = self.context.all_reduce_sum(
+            [not ready], what="the replay-readiness check"
+        )
+        return not_ready == 0
+
+    def agree_on_stop(self, stop: bool, target: bool, *, iteration: int) -> tuple[bool, bool]:
+        """Ranks stop together: whether any rank was asked to stop, and whether any
+        reached the target (rank 0's evaluation)."""
+        if self.context is None:
+            return stop, target
+        total_stop, total_target = self.context.all_reduce_sum(
+            [stop, target], what=f"the end of iteration {iteration}"
+        )
+        return total_stop > 0, total_target > 0
 
 
 def divide_mini_batch(algorithm: RLAlgorithm, context: DistributedContext) -> None:
@@ -73,3 +125,25 @@ def enable_data_parallel(
         logging.info(
             "Data-parallel training on %d ranks (%s)", context.world_size, context.backend
         )
+
+
+def configure_training(
+    algorithm: RLAlgorithm,
+    context: DistributedContext | None,
+    *,
+    find_unused_parameters: bool,
+    mixed_precision: str | None,
+) -> None:
+    """Configures how ``algorithm`` trains: as one replica of a data-parallel run
+    (:func:`divide_mini_batch` and :func:`enable_data_parallel`) when ``context`` is
+    given, otherwise alone; with ``mixed_precision`` either way."""
+    if context is None:
+        algorithm.configure_training(mixed_precision=mixed_precision)
+        return
+    divide_mini_batch(algorithm, context)
+    enable_data_parallel(
+        algorithm,
+        context,
+        find_unused_parameters=find_unused_parameters,
+        mixed_precision=mixed_precision,
+    )

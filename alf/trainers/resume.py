@@ -6,56 +6,66 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from absl import logging
 
 from alf import config as alf_config
-from alf.trainers.checkpointer import Checkpointer, CheckpointError
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.run_dir.checkpoints import (
+    REQUIRED_KEYS,
+    Checkpointer,
+    CheckpointError,
+    RunCheckpoint,
+    restore_algorithm,
+)
 from alf.trainers.data_parallel import RANK_SEED_STRIDE
 from alf.trainers.trainer_config import RESUMABLE_SETTINGS
+from alf.utils.device import to_device
 from alf.utils.distributed import DistributedContext
 
 __all__ = [
     "check_resumed_config",
     "gather_rng_states",
-    "read_resume_state",
+    "make_checkpoint",
+    "read_resume_checkpoint",
     "restore_rng_states",
+    "restore_run",
 ]
 
 
-def read_resume_state(
-    checkpointer: Checkpointer,
-    keys: tuple[str, ...],
-    distributed: DistributedContext | None,
-) -> tuple[str | None, dict[str, Any] | None]:
-    """The newest checkpoint's path and contents (None, None for a fresh run). In a
-    data-parallel run rank 0 reads it and sends it to the others (a collective); a bad
-    checkpoint is the same :class:`CheckpointError` on every rank."""
-    reply: tuple[Any, ...] = (None, None)
+def read_resume_checkpoint(
+    checkpointer: Checkpointer, distributed: DistributedContext | None
+) -> RunCheckpoint | None:
+    """The newest checkpoint (None for a fresh run). In a data-parallel run rank 0 reads
+    it and sends it to the others (a collective); a bad checkpoint is the same
+    :class:`CheckpointError` on every rank."""
+    reply: tuple[str, Any] = ("none", None)
     if distributed is None or distributed.is_main:
         step = checkpointer.latest_step()
         try:
             if step is not None:
-                reply = (checkpointer.path(step), checkpointer.load(step, keys))
+                state = checkpointer.load(step, REQUIRED_KEYS)
+                reply = ("ok", RunCheckpoint.from_state(state, checkpointer.path(step)))
         except CheckpointError as err:
             reply = ("error", str(err))
     if distributed is not None:
         reply = distributed.broadcast_object(reply, what="reading the checkpoint")
     if reply[0] == "error":
         raise CheckpointError(reply[1])
-    return reply
+    return reply[1]
 
 
-def check_resumed_config(state: dict[str, Any], path: str, root_dir: str) -> None:
+def check_resumed_config(checkpoint: RunCheckpoint, root_dir: str) -> None:
     """Raises :class:`CheckpointError` listing the bindings in which the current config
     differs from the checkpoint's, beyond :data:`RESUMABLE_SETTINGS`."""
-    if "bindings" not in state:
+    if checkpoint.bindings is None:
         return
     differences = alf_config.diff_bindings(
-        dict(state["bindings"]), alf_config.current_bindings(), RESUMABLE_SETTINGS
+        checkpoint.bindings, alf_config.current_bindings(), RESUMABLE_SETTINGS
     )
     if differences:
         raise CheckpointError(
             f"root_dir '{root_dir}' holds a run whose config differs from this one "
-            f"(newest checkpoint '{path}'):\n  " + "\n  ".join(differences) + "\nUse "
+            f"(newest checkpoint '{checkpoint.path}'):\n  " + "\n  ".join(differences) + "\nUse "
             "another --root_dir, or resume with the original config (add "
             "--conf_param=TrainerConfig.allow_config_change=True to accept the change)."
         )
@@ -80,7 +90,7 @@ def gather_rng_states(
 
 
 def restore_rng_states(
-    state: dict[str, Any],
+    checkpoint: RunCheckpoint,
     *,
     device: torch.device,
     distributed: DistributedContext | None,
@@ -88,6 +98,7 @@ def restore_rng_states(
 ) -> None:
     """Restores this rank's random states of :func:`gather_rng_states`; a rank the
     checkpoint's run did not have is seeded afresh."""
+    state = checkpoint.rng
     rank = 0 if distributed is None else distributed.rank
     world_size = 1 if distributed is None else distributed.world_size
     per_rank = state.get("torch_rng_per_rank")
@@ -102,4 +113,64 @@ def restore_rng_states(
         if "cuda_rng" in state and on_cuda:
             torch.cuda.set_rng_state(state["cuda_rng"], device)
     else:
-        torch.manual_seed(random_seed + rank * RANK_SEED_STRIDE + int(state["env_steps"]))
+        torch.manual_seed(random_seed + rank * RANK_SEED_STRIDE + checkpoint.env_steps)
+
+
+def make_checkpoint(
+    *,
+    algorithm: RLAlgorithm,
+    device: torch.device,
+    distributed: DistributedContext | None,
+    iteration: int,
+    env_steps: int,
+    train_time_s: float,
+    wall_time_s: float,
+) -> RunCheckpoint | None:
+    """The checkpoint of a run at ``iteration``: the algorithm's state (on the CPU), its
+    data (a replay buffer with ``enable_checkpoint``), the random states, the config and
+    the counters. None on ranks other than 0, which only contribute their random state.
+
+    In a data-parallel run, this is a collective that also checks that every rank holds
+    the same parameters (:class:`~alf.utils.distributed.DistributedError` if not).
+    """
+    what = f"the checkpoint of iteration {iteration}"
+    rng_states = gather_rng_states(device, distributed, what=what)
+    if distributed is not None:
+        distributed.check_identical(algorithm, what=what)
+        if not distributed.is_main:
+            return None
+    return RunCheckpoint(
+        iteration=iteration,
+        env_steps=env_steps,
+        train_time_s=train_time_s,
+        wall_time_s=wall_time_s,
+        rng=rng_states,
+        bindings=alf_config.current_bindings(),
+        algorithm=to_device(algorithm.checkpoint_state(), "cpu"),
+        # (data-parallel runs refuse a replay-buffer checkpoint: prepare_learning)
+        data=algorithm.data_checkpoint_state(),
+    )
+
+
+def restore_run(
+    checkpoint: RunCheckpoint,
+    *,
+    algorithm: RLAlgorithm,
+    device: torch.device,
+    distributed: DistributedContext | None,
+    random_seed: int,
+) -> None:
+    """Restores the algorithm (with its optimizer), this rank's random states and, in
+    a single-process run, the saved data (replay buffer) of ``checkpoint``."""
+    restore_algorithm(algorithm, checkpoint)
+    restore_rng_states(
+        checkpoint, device=device, distributed=distributed, random_seed=random_seed
+    )
+    if checkpoint.data is not None and distributed is None:
+        algorithm.load_data_checkpoint_state(checkpoint.data)
+    logging.info(
+        "Resumed from %s (iteration %d, %d env steps)",
+        checkpoint.path,
+        checkpoint.iteration,
+        checkpoint.env_steps,
+    )

@@ -5,10 +5,12 @@ from __future__ import annotations
 import fcntl
 import os
 
+from alf.errors import UserError
+
 __all__ = ["RunDirLock", "RunDirLockedError"]
 
 
-class RunDirLockedError(RuntimeError):
+class RunDirLockedError(UserError, RuntimeError):
     """Another live process is training in the same ``root_dir``."""
 
 

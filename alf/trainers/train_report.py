@@ -10,10 +10,79 @@ from typing import Any
 import numpy as np
 from absl import logging
 
+from alf.errors import TrainingError
+from alf.trainers.evaluator import EvalResult
 from alf.utils.distributed import DistributedContext
 from alf.utils.summary import SummaryLogger
 
-__all__ = ["RateWindow", "TrainingReport", "format_duration"]
+__all__ = [
+    "DivergenceGuard",
+    "RateWindow",
+    "TrainingDivergedError",
+    "TrainingReport",
+    "format_duration",
+    "write_eval_summary",
+]
+
+
+class TrainingDivergedError(TrainingError, RuntimeError):
+    """Too many consecutive iterations had every update skipped for a non-finite loss."""
+
+
+class DivergenceGuard:
+    """Stops a run whose last ``limit`` iterations all had every update skipped for a
+    non-finite loss (``TrainerConfig.max_consecutive_skipped_iterations``).
+
+    Args:
+        limit: consecutive fully skipped iterations that stop the run.
+        checkpoint_dir: where the last good checkpoint is (named in the error).
+    """
+
+    def __init__(self, *, limit: int, checkpoint_dir: str) -> None:
+        self.limit = limit
+        self.checkpoint_dir = checkpoint_dir
+        self._in_a_row = 0
+
+    def check(self, stats: dict[str, Any]) -> None:
+        """Counts an iteration's statistics (``skipped`` 1.0: nothing was learned).
+
+        Raises:
+            TrainingDivergedError: the limit is reached.
+        """
+        self._in_a_row = self._in_a_row + 1 if stats.get("skipped") == 1.0 else 0
+        if self._in_a_row >= self.limit:
+            raise TrainingDivergedError(
+                f"Every update of the last {self._in_a_row} iterations had a non-finite "
+                f"loss; stopping. The last good checkpoint is kept in {self.checkpoint_dir}."
+            )
+
+
+def write_eval_summary(
+    summary: SummaryLogger,
+    result: EvalResult,
+    counters: dict[str, Any],
+    *,
+    summary_step: int,
+) -> None:
+    """Writes an evaluation's average return and episode length (with the run's
+    ``counters``: iteration, env steps, times) and logs it."""
+    summary.write(
+        "eval",
+        {
+            "average_return": result.average_return,
+            "average_episode_length": result.average_episode_length,
+        },
+        counters,
+        env_steps=summary_step,
+        iteration=counters["iteration"],
+    )
+    logging.info(
+        "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes",
+        counters["iteration"],
+        counters["env_steps"],
+        result.average_return,
+        len(result.returns),
+    )
 
 RATE_WINDOW_S = 60.0
 """Seconds of recent progress the console's rate and ETA are measured over."""

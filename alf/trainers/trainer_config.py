@@ -217,6 +217,30 @@ class TrainerConfig:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
         self._check_trackers()
 
+    def progress(self, *, iteration: int, env_steps: int) -> float:
+        """Fraction of the budget (``num_env_steps``, ``num_iterations``: the first of
+        them reached ends the run) used after ``iteration`` and ``env_steps``, in
+        ``[0, 1]``."""
+        fractions = []
+        if self.num_env_steps > 0:
+            fractions.append(env_steps / self.num_env_steps)
+        if self.num_iterations > 0:
+            fractions.append(iteration / self.num_iterations)
+        return min(1.0, max(fractions))
+
+    @property
+    def offline_buffer_dirs(self) -> tuple[str, ...]:
+        """``offline_buffer_dir`` as a tuple (empty without offline data)."""
+        dirs = self.offline_buffer_dir
+        if not dirs:
+            return ()
+        return (dirs,) if isinstance(dirs, str) else tuple(dirs)
+
+    @property
+    def offline_only(self) -> bool:
+        """Whether training uses offline data alone (no environment steps)."""
+        return self.offline_fraction >= 1.0 and bool(self.offline_buffer_dirs)
+
     def _check_trackers(self) -> None:
         for name in ("wandb_project", "mlflow_tracking_uri"):
             value = getattr(self, name)

@@ -126,9 +126,11 @@ def _take_free_buffer(channels: ActorChannels, actor_id: int, parent: int) -> in
     return None
 
 
-def _build_unroller(setup: ActorSetup) -> SyncUnroller | DoubleBufferedUnroller:
-    """The actor's environments, its copy of the algorithm and the unroller stepping them."""
-    make_env = cloudpickle.loads(setup.env_factory)
+def _build_collector(
+    setup: ActorSetup, make_env: Any, make_algorithm: Any
+) -> SyncUnroller | DoubleBufferedUnroller:
+    """The actor's environments, its copy of the algorithm and the collector stepping
+    them."""
     n = setup.envs_per_actor
     groups = [(n // 2, 0), (n - n // 2, n // 2)] if setup.double_buffering else [(n, 0)]
     envs = []
@@ -137,15 +139,23 @@ def _build_unroller(setup: ActorSetup) -> SyncUnroller | DoubleBufferedUnroller:
             envs.append(
                 make_env(num_parallel_environments=num_envs, seed=setup.env_seed + first_env)
             )
-        algorithm = cloudpickle.loads(setup.algorithm_factory)(
+        algorithm = make_algorithm(
             observation_spec=envs[0].observation_spec(), action_spec=envs[0].action_spec()
         )
         algorithm.eval()
         if setup.double_buffering:
             return DoubleBufferedUnroller(
-                envs=tuple(envs), algorithm=algorithm, unroll_length=setup.unroll_length
+                envs=tuple(envs),
+                algorithm=algorithm,
+                unroll_length=setup.unroll_length,
+                initial_random_steps=setup.num_random_steps,
             )
-        return SyncUnroller(env=envs[0], algorithm=algorithm, unroll_length=setup.unroll_length)
+        return SyncUnroller(
+            env=envs[0],
+            algorithm=algorithm,
+            unroll_length=setup.unroll_length,
+            initial_random_steps=setup.num_random_steps,
+        )
     except BaseException:
         for env in envs:
             env.close()
@@ -164,17 +174,23 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     actor_id = setup.actor_id
-    unroller = None
+    collector = None
     try:
+        # Unpickling the factories imports their modules (a user's own algorithm's too),
+        # so their configurables are registered before the config is loaded.
+        make_env = cloudpickle.loads(setup.env_factory)
+        make_algorithm = cloudpickle.loads(setup.algorithm_factory)
         if setup.config_text:
             from alf import config as alf_config
+            from alf.configurables import ACTING_PACKAGES, import_configurables
 
-            alf_config.load_config_text(setup.config_text)
+            # What an actor builds is registered; the trainer's settings are skipped.
+            import_configurables(ACTING_PACKAGES)
+            alf_config.load_config_text(setup.config_text, skip_unknown=True)
         torch.manual_seed(setup.torch_seed)
-        unroller = _build_unroller(setup)
-        unroller.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.monotonic())
+        collector = _build_collector(setup, make_env, make_algorithm)
+        collector.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.monotonic())
         version = -1
-        random_left = setup.num_random_steps
         channels.heartbeats[actor_id] = time.monotonic()
         channels.reports.put(("ready", actor_id))
         while True:
@@ -183,34 +199,30 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                 break
             start = time.perf_counter()
             if channels.parameters.version != version:
-                version = channels.parameters.load_into(unroller.algorithm)
-            unroller.num_random_steps = random_left
-            exp = unroller.unroll()
-            random_left = max(0, random_left - unroller.steps_per_unroll)
-            exp = exp._replace(env_id=exp.env_id + setup.env_id_offset)
+                version = channels.parameters.load_into(collector.algorithm)
+            (segment,) = collector.collect()
+            exp = segment.exp._replace(env_id=segment.exp.env_id + setup.env_id_offset)
             channels.pool.write(buffer, exp)
-            returns, lengths = unroller.episodes.pop_completed()
+            returns, lengths = collector.pop_episodes()
             channels.reports.put(
                 FragmentMessage(
                     actor_id=actor_id,
                     buffer=buffer,
                     version=version,
-                    num_old_rows=unroller.num_old_rows,
-                    env_steps=unroller.steps_per_unroll,
+                    num_old_rows=segment.num_old_rows,
+                    env_steps=collector.steps_per_unroll,
                     collect_s=time.perf_counter() - start,
                     episode_returns=returns,
                     episode_lengths=lengths,
-                    clipped_actions=sum(
-                        int(getattr(env, "num_clipped_actions", 0)) for env in unroller.envs
-                    ),
+                    clipped_actions=collector.num_clipped_actions,
                 )
             )
     except BaseException:  # noqa: BLE001 - everything is reported to the learner
         channels.reports.put(("error", actor_id, traceback.format_exc()))
     finally:
-        if unroller is not None:
+        if collector is not None:
             try:
-                unroller.close()
+                collector.close()
             except Exception:  # noqa: BLE001 - closing after a failure is best effort
                 pass
         # Deliver the last reports, then exit at once: tearing down torch at interpreter

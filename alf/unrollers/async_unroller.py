@@ -16,11 +16,12 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
-from alf import nest
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.config import configurable
-from alf.data_structures import Experience
+from alf.data_structures import Segment, Trajectory
+from alf.errors import TrainingError
 from alf.unrollers.actor import ActorChannels, ActorSetup, FragmentMessage, actor_main
+from alf.unrollers.collector import Collector
 from alf.unrollers.shared_memory import FragmentPool, SharedParameters
 
 __all__ = ["ActorError", "ActorTimeoutError", "AsyncUnroller", "Fragment"]
@@ -29,7 +30,7 @@ POLL_S = 0.1
 """How often the waiting learner checks the actors' health."""
 
 
-class ActorError(RuntimeError):
+class ActorError(TrainingError, RuntimeError):
     """An actor process failed: its exception (with traceback) or its exit."""
 
 
@@ -38,30 +39,20 @@ class ActorTimeoutError(ActorError):
 
 
 @dataclass(frozen=True)
-class Fragment:
-    """A trajectory fragment received from an actor.
+class Fragment(Segment):
+    """A trajectory fragment received from an actor: a :class:`~alf.data_structures.Segment`
+    of ``[h + unroll_length + 1, envs_per_actor]`` steps (global env ids; ``h`` history
+    rows for the data transformers, see :class:`~alf.unrollers.SyncUnroller`), whose last
+    ``h + 1`` rows are the first ones of the actor's next fragment.
 
     Attributes:
-        exp: the ``[h + unroll_length + 1, envs_per_actor]`` :class:`Experience` (global
-            env ids; ``h`` history rows for the data transformers, see
-            :class:`~alf.unrollers.SyncUnroller`); its last ``h + 1`` rows are the first
-            ones of the actor's next fragment.
         actor_id: the actor that collected it.
         version: the parameter version that chose its actions (but row 0's, when it
             repeats the previous fragment's last row).
-        num_old_rows: leading rows delivered before (or history padding).
     """
 
-    exp: Experience
-    actor_id: int
-    version: int
-    num_old_rows: int
-
-    def new_rows(self) -> Experience:
-        """The rows not delivered by an earlier fragment (for replay buffers)."""
-        if self.num_old_rows == 0:
-            return self.exp
-        return nest.map_structure(lambda x: x[self.num_old_rows :], self.exp)
+    actor_id: int = 0
+    version: int = 0
 
 
 class _ReceivedEpisodes:
@@ -78,8 +69,9 @@ class _ReceivedEpisodes:
 
 
 @configurable
-class AsyncUnroller:
-    """Collects with ``num_actors`` processes while the learner trains.
+class AsyncUnroller(Collector):
+    """Collects with ``num_actors`` processes while the learner trains (a
+    :class:`~alf.unrollers.Collector`).
 
     Each actor owns ``num_envs / num_actors`` environments and a CPU copy of the
     algorithm, and fills fragment buffers ``[h + unroll_length + 1, envs_per_actor]`` of a
@@ -264,12 +256,36 @@ class AsyncUnroller:
         """The newest published parameter version."""
         return self._channels.parameters.version
 
-    def collect(self) -> list[Fragment]:
+    @property
+    def env_steps(self) -> int:
+        """Environment steps of every fragment received so far (dropped ones included)."""
+        return self.env_steps_taken
+
+    def pop_episodes(self) -> tuple[list[float], list[int]]:
+        """Returns and lengths of the episodes the actors completed since the last call."""
+        return self.episodes.pop_completed()
+
+    def stats(self) -> dict[str, float]:
+        """As :meth:`pop_stats`."""
+        return self.pop_stats()
+
+    def collect(self, num_steps: int | None = None) -> Trajectory:
         """Waits for ``fragments_per_iteration`` fragments young enough to keep.
 
+        Args:
+            num_steps: None or ``unroll_length`` (the actors' fragments have a fixed
+                length).
+
         Raises:
+            ValueError: another ``num_steps``.
             ActorError: an actor failed, exited or (:class:`ActorTimeoutError`) hung.
         """
+        if num_steps is not None and num_steps != self.unroll_length:
+            raise ValueError(
+                f"AsyncUnroller.collect: the actors collect fragments of unroll_length="
+                f"{self.unroll_length} steps, not {num_steps}"
+            )
+        steps_before = self.env_steps_taken
         fragments: list[Fragment] = []
         start = time.perf_counter()
         while len(fragments) < self.fragments_per_iteration:
@@ -299,14 +315,16 @@ class AsyncUnroller:
                 )
             )
         self._stats["wait_s"] += time.perf_counter() - start
-        return fragments
+        return Trajectory(
+            segments=tuple(fragments), env_steps=self.env_steps_taken - steps_before
+        )
 
-    def publish(self, algorithm: RLAlgorithm) -> None:
+    def publish(self, policy: RLAlgorithm) -> None:
         """Counts a training iteration; every ``unroll_parameter_update_period``-th one
-        publishes ``algorithm``'s parameters to the actors."""
+        publishes ``policy``'s parameters to the actors."""
         self._iterations += 1
         if self._iterations % self.update_period == 0:
-            self._channels.parameters.publish(algorithm)
+            self._channels.parameters.publish(policy)
 
     def pop_stats(self) -> dict[str, float]:
         """Summaries since the last call: policy lag (min/mean/max), fragments dropped,

@@ -12,6 +12,7 @@ from alf import nest
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import Experience
 from alf.environments.alf_environment import AlfEnvironment
+from alf.unrollers.collector import UnrollingCollector
 from alf.unrollers.sync_unroller import SyncUnroller
 
 __all__ = ["DoubleBufferedUnroller"]
@@ -33,8 +34,9 @@ class _CombinedEpisodes:
         return returns, lengths
 
 
-class DoubleBufferedUnroller:
-    """Collects like a :class:`SyncUnroller` over two environment groups that alternate.
+class DoubleBufferedUnroller(UnrollingCollector):
+    """Collects like a :class:`SyncUnroller` over two environment groups that alternate
+    (a :class:`~alf.unrollers.Collector`).
 
     While the policy chooses actions for one group, the other group's environments step
     in the background (EnvPool's threads or subprocess workers: both environments must
@@ -54,6 +56,8 @@ class DoubleBufferedUnroller:
         algorithm: supplies ``rollout_step`` (called once per group per step, each group
             with its own recurrent and transformer state).
         unroll_length: environment steps per environment per call.
+        initial_random_steps: uniformly random actions :meth:`collect` takes first, over
+            both groups.
     """
 
     def __init__(
@@ -62,7 +66,9 @@ class DoubleBufferedUnroller:
         envs: tuple[AlfEnvironment, AlfEnvironment],
         algorithm: RLAlgorithm,
         unroll_length: int,
+        initial_random_steps: int = 0,
     ) -> None:
+        super().__init__(initial_random_steps=initial_random_steps)
         if len(envs) != 2:
             raise ValueError(f"DoubleBufferedUnroller needs two environments, got {len(envs)}")
         for env in envs:
@@ -127,9 +133,10 @@ class DoubleBufferedUnroller:
             group.on_step = callback
 
     @torch.no_grad()
-    def unroll(self) -> Experience:
-        """Runs ``unroll_length`` steps of both groups and returns their trajectories
-        side by side (see the class docstring)."""
+    def unroll(self, num_steps: int | None = None) -> Experience:
+        """Runs ``num_steps`` (default ``unroll_length``) steps of both groups and
+        returns their trajectories side by side (see the class docstring)."""
+        num_steps = self.unroll_length if num_steps is None else num_steps
         first, second = self._groups
         first_rows = first._begin_call()
         second_rows = second._begin_call()
@@ -137,12 +144,12 @@ class DoubleBufferedUnroller:
         try:
             first._send()
             in_flight[0] = True
-            for k in range(self.unroll_length):
+            for k in range(num_steps):
                 second._send()  # the second group steps while the policy acts for the first
                 in_flight[1] = True
                 in_flight[0] = False
                 first._receive(first_rows)
-                if k + 1 < self.unroll_length:
+                if k + 1 < num_steps:
                     first._send()  # and the first steps while the policy acts for the second
                     in_flight[0] = True
                 in_flight[1] = False

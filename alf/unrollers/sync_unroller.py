@@ -12,14 +12,16 @@ from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
 from alf.data_structures import AlgStep, Experience, TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.tensor_specs import sample_uniform
+from alf.unrollers.collector import UnrollingCollector
 from alf.unrollers.episode_tracker import EpisodeTracker
 from alf.utils.device import to_device
 
 __all__ = ["SyncUnroller", "reset_state_on_first"]
 
 
-class SyncUnroller:
-    """Collects ``unroll_length`` steps per call with ``algorithm.rollout_step``.
+class SyncUnroller(UnrollingCollector):
+    """Collects ``unroll_length`` steps per call with ``algorithm.rollout_step``: the
+    :class:`~alf.unrollers.Collector` of one batched environment in this process.
 
     Each call returns a ``[h + unroll_length + 1, B]`` :class:`Experience` of raw time
     steps, where ``h`` is the ``history_length`` of the algorithm's data transformers
@@ -38,7 +40,8 @@ class SyncUnroller:
     action space instead (the algorithm's ``rollout_step`` still runs, for its state and
     info): the initial collection of off-policy training. It counts environment steps
     (over all environments) from the next action executed, and is used up as actions are
-    executed.
+    executed. :meth:`collect` sets it from ``initial_random_steps`` and uses that up over
+    its calls.
 
     Args:
         env: the batched environment.
@@ -47,6 +50,8 @@ class SyncUnroller:
         device: the algorithm's device when it is not the CPU: time steps are copied
             there for ``rollout_step``, and its outputs back (the experience stays on
             the CPU).
+        initial_random_steps: uniformly random actions :meth:`collect` takes first, over
+            all environments.
     """
 
     def __init__(
@@ -56,7 +61,9 @@ class SyncUnroller:
         algorithm: RLAlgorithm,
         unroll_length: int,
         device: torch.device | None = None,
+        initial_random_steps: int = 0,
     ) -> None:
+        super().__init__(initial_random_steps=initial_random_steps)
         if unroll_length < 1:
             raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
         self.env = env
@@ -189,5 +196,5 @@ class SyncUnroller:
         return nest.map_structure(lambda x: x[self._num_old_rows :], exp)
 
     def close(self) -> None:
-        """Closes the environment."""
+        """Closes the environment (idempotent)."""
         self.env.close()

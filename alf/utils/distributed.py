@@ -29,6 +29,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from alf.errors import TrainingError
+
 __all__ = [
     "DataParallelLoss",
     "DistributedContext",
@@ -46,7 +48,7 @@ _COMMUNICATION_ERROR = re.compile(
 _UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
 
 
-class DistributedError(RuntimeError):
+class DistributedError(TrainingError, RuntimeError):
     """Another rank died, hung or disagrees with this one."""
 
 

@@ -9,11 +9,16 @@ from typing import Any
 
 from absl import logging
 
-from alf.utils import run_files
-from alf.utils.run_metadata import record_run_start, stored_tracker_info
+from alf.run_dir import layout
+from alf.run_dir.metadata import record_run_start, stored_tracker_info
 from alf.utils.trackers import Tracker, create_trackers
 
-__all__ = ["SummaryLogger", "start_run_logging", "truncate_progress_log"]
+__all__ = [
+    "SummaryLogger",
+    "record_operative_config",
+    "start_run_logging",
+    "truncate_progress_log",
+]
 
 
 def truncate_progress_log(path: str, last_iteration: int) -> None:
@@ -65,7 +70,7 @@ class SummaryLogger:
                 group: SummaryWriter(os.path.join(root_dir, group), purge_step=purge_step)
                 for group in ("train", "eval")
             }
-            path = os.path.join(root_dir, run_files.PROGRESS_FILE)
+            path = os.path.join(root_dir, layout.PROGRESS_FILE)
             self._progress = open(path, "a")  # noqa: SIM115
         except BaseException:
             self._each_tracker("finish", lambda tracker: tracker.finish(failed=True))
@@ -145,6 +150,20 @@ class SummaryLogger:
                 self._trackers.remove(tracker)
 
 
+def record_operative_config(root_dir: str, summary: SummaryLogger) -> None:
+    """After a run's first iteration: the operative config (every binding used, defaults
+    included) to ``config.gin`` and TensorBoard, and a warning naming the bindings
+    nothing used."""
+    from alf import config as alf_config
+
+    operative = alf_config.operative_config_str()
+    layout.write_config(root_dir, operative)
+    summary.text("config", operative)
+    unused = alf_config.inoperative_bindings()
+    if unused:
+        logging.warning("These config bindings were never used by the run: %s", ", ".join(unused))
+
+
 def start_run_logging(
     root_dir: str,
     *,
@@ -157,7 +176,7 @@ def start_run_logging(
     """Starts what a run session writes about itself (on rank 0): the trackers ``config``
     (a ``TrainerConfig``) enables, with the gin bindings logged to them as the run's
     config, the :class:`SummaryLogger`, and the session's record in ``run_info.json``
-    (:func:`~alf.utils.run_metadata.record_run_start`).
+    (:func:`~alf.run_dir.metadata.record_run_start`).
 
     Args:
         root_dir: the run directory.

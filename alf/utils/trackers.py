@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+from alf.errors import UserError
+
 __all__ = [
     "MlflowTracker",
     "Tracker",
@@ -37,7 +39,7 @@ _MLFLOW_PARAMS_PER_BATCH = 100  # MLflow's limit on params per log_batch call
 _MLFLOW_METRICS_PER_BATCH = 1000
 
 
-class TrackerError(Exception):
+class TrackerError(UserError):
     """A tracker cannot start: its package is missing, or its service refused the run.
     The message is one line naming the ``TrainerConfig`` setting."""
 

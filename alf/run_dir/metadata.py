@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from alf.utils import run_files
+from alf.run_dir import layout
 
 __all__ = [
     "GIT_TIMEOUT_S",
@@ -197,7 +197,7 @@ def _now() -> str:
 def stored_tracker_info(root_dir: str) -> dict[str, dict[str, Any]]:
     """The ``trackers`` recorded in ``run_info.json`` (empty if none): the runs a
     resumption continues."""
-    info = run_files.read_metadata(root_dir) or {}
+    info = layout.read_metadata(root_dir) or {}
     trackers = info.get("trackers")
     return trackers if isinstance(trackers, dict) else {}
 
@@ -231,7 +231,7 @@ def record_run_start(
     """
     from alf import config as alf_config
 
-    previous = run_files.read_metadata(root_dir) if resumed_from is not None else None
+    previous = layout.read_metadata(root_dir) if resumed_from is not None else None
     resumed = None
     if resumed_from is not None:
         resumed = {"iteration": resumed_from[0], "env_steps": resumed_from[1]}
@@ -254,7 +254,7 @@ def record_run_start(
             **session,
             "start_time": _now(),
             "git_root": git.root,
-            "code_diff": run_files.CODE_DIFF_FILE if git.diff else None,
+            "code_diff": layout.CODE_DIFF_FILE if git.diff else None,
             "versions": package_versions(),
             "host": socket.gethostname(),
             "device": str(device),
@@ -270,14 +270,14 @@ def record_run_start(
         }
         if resumed is not None:  # a run from before run_info.json was written
             info["resumed_from"] = resumed
-        diff_path = os.path.join(root_dir, run_files.CODE_DIFF_FILE)
+        diff_path = os.path.join(root_dir, layout.CODE_DIFF_FILE)
         if git.diff:
             _write_text(diff_path, git.diff)
         elif os.path.exists(diff_path):  # an earlier start's
             os.remove(diff_path)
     recorded = info.get("trackers")
     info["trackers"] = {**(recorded if isinstance(recorded, dict) else {}), **(trackers or {})}
-    run_files.write_json_atomic(os.path.join(root_dir, run_files.METADATA_FILE), info)
+    layout.write_json_atomic(os.path.join(root_dir, layout.METADATA_FILE), info)
     return info
 
 

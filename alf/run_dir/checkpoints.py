@@ -1,0 +1,278 @@
+"""A run's checkpoints: the files (``ROOT_DIR/checkpoints/ckpt-<iteration>.pt``, written
+atomically) and their format, which this module alone spells.
+
+A checkpoint is a dict (loaded with ``torch.load(weights_only=True)``: tensors and plain
+data only) whose keys and owners are:
+
+=====================================  ==================================================
+``format_version``                     :data:`FORMAT_VERSION`
+``iteration``, ``env_steps``           the trainer's counters (required)
+``train_time_s``, ``wall_time_s``      the trainer's clocks
+``torch_rng``, ``cuda_rng``,           random-number states
+``world_size``, ``*_rng_per_rank``     (:func:`alf.trainers.resume.gather_rng_states`)
+``bindings``                           the config (``alf.config.current_bindings()``)
+``algorithm``                          ``Algorithm.checkpoint_state()``: ``module`` (the
+                                       parameters and statistics) and ``optimizer``
+                                       (required)
+``replay_buffer``                      ``RLAlgorithm.data_checkpoint_state()`` when not
+                                       None (a replay buffer with ``enable_checkpoint``)
+=====================================  ==================================================
+
+:class:`RunCheckpoint` is that dict as a typed record; :func:`read_checkpoint` reads a
+run's newest (or a given) checkpoint for resuming, playing and offline data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from alf.errors import UserError
+from alf.run_dir import layout
+
+if TYPE_CHECKING:  # (no import at run time: the run directory sits below the algorithms)
+    from alf.algorithms.algorithm import Algorithm
+
+__all__ = [
+    "FORMAT_VERSION",
+    "REQUIRED_KEYS",
+    "CheckpointError",
+    "Checkpointer",
+    "RunCheckpoint",
+    "checkpoint_dir",
+    "read_checkpoint",
+    "restore_algorithm",
+]
+
+FORMAT_VERSION = 1
+"""Version of the checkpoint format written by :meth:`RunCheckpoint.to_state`."""
+
+REQUIRED_KEYS = ("iteration", "env_steps", "algorithm")
+"""Top-level keys every ALF checkpoint has."""
+
+_RNG_KEYS = ("torch_rng", "cuda_rng", "world_size", "torch_rng_per_rank", "cuda_rng_per_rank")
+
+_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+
+
+class CheckpointError(UserError):
+    """A checkpoint that cannot be read or does not fit the configured run."""
+
+
+class Checkpointer:
+    """Writes, lists, loads and prunes checkpoints.
+
+    A checkpoint is written to a temporary file, flushed to disk and then renamed, so a
+    crash never leaves a torn ``ckpt-N.pt``. Only after a successful write are the
+    oldest checkpoints beyond ``num_to_keep`` removed. Loading uses
+    ``torch.load(weights_only=True)``, so checkpoints hold only tensors and plain data.
+
+    Args:
+        directory: where the checkpoints live.
+        num_to_keep: how many of the newest checkpoints to keep.
+    """
+
+    def __init__(self, *, directory: str, num_to_keep: int = 3) -> None:
+        if num_to_keep < 1:
+            raise ValueError(f"num_to_keep must be >= 1, got {num_to_keep}")
+        self.directory = directory
+        self.num_to_keep = num_to_keep
+
+    def path(self, step: int) -> str:
+        """Path of the checkpoint of iteration ``step``."""
+        return os.path.join(self.directory, f"ckpt-{step}.pt")
+
+    def steps(self) -> list[int]:
+        """Iterations with a checkpoint, oldest first (temporary files are ignored)."""
+        if not os.path.isdir(self.directory):
+            return []
+        found = (_NAME.match(name) for name in os.listdir(self.directory))
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def latest_step(self) -> int | None:
+        """The newest checkpointed iteration, or None."""
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def save(self, step: int, state: dict[str, Any]) -> str:
+        """Atomically writes ``state`` as the checkpoint of ``step``; returns its path."""
+        os.makedirs(self.directory, exist_ok=True)
+        final = self.path(step)
+        tmp = f"{final}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        for old in self.steps()[: -self.num_to_keep]:
+            if old != step:
+                os.remove(self.path(old))
+        return final
+
+    def load(self, step: int | None = None, required_keys: Collection[str] = ()) -> dict[str, Any]:
+        """Loads the checkpoint of ``step`` (default: the newest).
+
+        Args:
+            step: the iteration of the checkpoint, None for the newest.
+            required_keys: top-level keys the checkpoint must have.
+
+        Raises:
+            CheckpointError: there is no such checkpoint, it cannot be read, or it lacks
+                one of ``required_keys``.
+        """
+        if step is None:
+            step = self.latest_step()
+            if step is None:
+                raise CheckpointError(f"No checkpoint in '{self.directory}'")
+        path = self.path(step)
+        if not os.path.isfile(path):
+            raise CheckpointError(
+                f"No checkpoint for iteration {step} in '{self.directory}' "
+                f"(available: {self.steps() or 'none'})"
+            )
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - any unpickling failure means corrupt
+            # Only the first line: torch's full text may suggest weights_only=False,
+            # which is unsafe for a file of unknown origin.
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise CheckpointError(
+                f"Checkpoint '{path}' cannot be read ({type(err).__name__}: {reason}). It "
+                "is corrupt or was not written by ALF; it has been left in place. Move it "
+                "away to resume from an older checkpoint."
+            ) from err
+        keys = set(state) if isinstance(state, dict) else set()
+        missing = sorted(set(required_keys) - keys)
+        if missing:
+            raise CheckpointError(
+                f"Checkpoint '{path}' is not an ALF checkpoint (missing {', '.join(missing)}); "
+                "it has been left in place."
+            )
+        return state
+
+    def remove_stale_temporaries(self) -> None:
+        """Deletes temporary files left by a process killed while writing."""
+        if not os.path.isdir(self.directory):
+            return
+        for name in os.listdir(self.directory):
+            if ".pt.tmp-" in name:
+                os.remove(os.path.join(self.directory, name))
+
+
+def checkpoint_dir(root_dir: str) -> str:
+    """The checkpoints folder of the run in ``root_dir``."""
+    return os.path.join(root_dir, layout.CHECKPOINT_DIR)
+
+
+@dataclass
+class RunCheckpoint:
+    """What one checkpoint of a run holds (see the module docstring for the keys).
+
+    Attributes:
+        iteration: training iterations done.
+        env_steps: environment steps taken (over all ranks).
+        algorithm: ``Algorithm.checkpoint_state()``.
+        train_time_s: seconds spent in training iterations, over all sessions.
+        wall_time_s: wall-clock seconds of training, over all sessions.
+        rng: the random-number states, by key.
+        bindings: the config's bindings (None in checkpoints written without them).
+        data: ``RLAlgorithm.data_checkpoint_state()`` (None: nothing saved).
+        path: the file it was read from (None for one not yet written).
+    """
+
+    iteration: int
+    env_steps: int
+    algorithm: dict[str, Any]
+    train_time_s: float = 0.0
+    wall_time_s: float = 0.0
+    rng: dict[str, Any] = field(default_factory=dict)
+    bindings: dict[str, str] | None = None
+    data: Any = None
+    path: str | None = None
+
+    @property
+    def module_state(self) -> dict[str, Any]:
+        """The algorithm's parameters and statistics alone (no optimizer state), as
+        ``algorithm.load_state_dict`` takes them."""
+        return self.algorithm["module"]
+
+    def to_state(self) -> dict[str, Any]:
+        """The dict written to the checkpoint file."""
+        state: dict[str, Any] = {
+            "format_version": FORMAT_VERSION,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "train_time_s": self.train_time_s,
+            "wall_time_s": self.wall_time_s,
+            **self.rng,
+            "bindings": self.bindings,
+            "algorithm": self.algorithm,
+        }
+        if self.bindings is None:
+            del state["bindings"]
+        if self.data is not None:
+            state["replay_buffer"] = self.data
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], path: str | None = None) -> RunCheckpoint:
+        """The record of a loaded checkpoint dict (which has :data:`REQUIRED_KEYS`)."""
+        train_time_s = float(state.get("train_time_s", 0.0))
+        return cls(
+            iteration=int(state["iteration"]),
+            env_steps=int(state["env_steps"]),
+            algorithm=state["algorithm"],
+            train_time_s=train_time_s,
+            wall_time_s=float(state.get("wall_time_s", train_time_s)),
+            rng={key: state[key] for key in _RNG_KEYS if key in state},
+            bindings=dict(state["bindings"]) if "bindings" in state else None,
+            data=state.get("replay_buffer"),
+            path=path,
+        )
+
+
+def read_checkpoint(root_dir: str, step: int | None = None) -> RunCheckpoint:
+    """The checkpoint of iteration ``step`` (default: the newest) of the run in
+    ``root_dir``.
+
+    Raises:
+        CheckpointError: the run has no such checkpoint, or it cannot be read or is not
+            an ALF checkpoint (the message names the file).
+    """
+    checkpointer = Checkpointer(directory=checkpoint_dir(root_dir))
+    if step is None:
+        step = checkpointer.latest_step()
+        if step is None:
+            raise CheckpointError(f"No checkpoint in '{checkpointer.directory}'")
+    state = checkpointer.load(step, REQUIRED_KEYS)
+    return RunCheckpoint.from_state(state, checkpointer.path(step))
+
+
+def restore_algorithm(
+    algorithm: Algorithm, checkpoint: RunCheckpoint, *, with_optimizer: bool = True
+) -> None:
+    """Loads the checkpoint's algorithm part into ``algorithm``: parameters, statistics
+    and (``with_optimizer``) the optimizer state.
+
+    Raises:
+        CheckpointError: the checkpoint does not fit ``algorithm`` (naming the file).
+    """
+    try:
+        if with_optimizer:
+            algorithm.load_checkpoint_state(checkpoint.algorithm)
+        else:
+            algorithm.load_state_dict(checkpoint.module_state)
+    except (RuntimeError, KeyError, ValueError) as err:
+        raise CheckpointError(
+            f"Checkpoint '{checkpoint.path}' does not fit the configured algorithm (was it "
+            f"written with a different config?): {err}"
+        ) from err

@@ -1,0 +1,146 @@
+"""``Collector``: the one interface through which trainers and actors collect experience.
+
+Three implementations:
+
+* :class:`~alf.unrollers.SyncUnroller`: one batched environment stepped in this process.
+* :class:`~alf.unrollers.DoubleBufferedUnroller`: two environment groups that take turns,
+  one stepping in the background while the policy acts for the other.
+* :class:`~alf.unrollers.AsyncUnroller`: actor processes that collect into shared memory
+  while the learner trains.
+
+A trainer's iteration is ``trajectory = collector.collect(num_steps)``, then the algorithm
+learns from it (:meth:`~alf.algorithms.rl_algorithm.RLAlgorithm.learn`), then
+``collector.publish(policy)``; it never asks which collector it holds.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.data_structures import Experience, Segment, Trajectory
+from alf.environments.alf_environment import AlfEnvironment
+from alf.unrollers.episode_tracker import EpisodeTracker
+
+__all__ = ["Collector", "UnrollingCollector"]
+
+
+class Collector(abc.ABC):
+    """Collects trajectories of an algorithm's ``rollout_step`` in environments."""
+
+    @abc.abstractmethod
+    def collect(self, num_steps: int | None = None) -> Trajectory:
+        """Collects ``num_steps`` steps per environment (None: the collector's
+        ``unroll_length``; 0: nothing) and returns them.
+
+        Raises:
+            ValueError: ``num_steps`` is a length this collector cannot deliver (an
+                async collector's fragments have a fixed length).
+        """
+
+    @abc.abstractmethod
+    def publish(self, policy: RLAlgorithm) -> None:
+        """Makes the policy that collects act with ``policy``'s current parameters (and
+        statistics); called after every training iteration."""
+
+    @property
+    @abc.abstractmethod
+    def env_steps(self) -> int:
+        """Environment steps taken so far (over all environments)."""
+
+    @property
+    @abc.abstractmethod
+    def num_clipped_actions(self) -> int:
+        """Out-of-bounds continuous actions clipped by the environments so far."""
+
+    @abc.abstractmethod
+    def pop_episodes(self) -> tuple[list[float], list[int]]:
+        """Returns and lengths of the episodes completed since the last call."""
+
+    def stats(self) -> dict[str, float]:
+        """Collection statistics since the last call, for summaries (none by default)."""
+        return {}
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Releases the environments and any processes (idempotent)."""
+
+
+class UnrollingCollector(Collector):
+    """A :class:`Collector` stepping environments in this process by ``unroll``: the part
+    :class:`~alf.unrollers.SyncUnroller` and :class:`~alf.unrollers.DoubleBufferedUnroller`
+    share.
+
+    It counts environment steps and uses up ``initial_random_steps`` (uniformly random
+    actions over all environments, the initial collection of off-policy training) over
+    the calls of :meth:`collect`. Subclasses provide :meth:`unroll`, ``batch_size``,
+    ``num_old_rows``, ``num_random_steps``, ``unroll_length``, ``episodes``, ``envs`` and
+    ``algorithm``.
+
+    Args:
+        initial_random_steps: uniformly random actions to take first, over all
+            environments.
+    """
+
+    algorithm: RLAlgorithm
+    episodes: EpisodeTracker
+    num_random_steps: int
+    unroll_length: int
+
+    def __init__(self, *, initial_random_steps: int = 0) -> None:
+        self._random_steps_left = max(0, initial_random_steps)
+        self._env_steps = 0
+
+    @abc.abstractmethod
+    def unroll(self, num_steps: int | None = None) -> Experience:
+        """Runs ``num_steps`` (default ``unroll_length``) steps per environment and
+        returns the ``[h + num_steps + 1, B]`` trajectory."""
+
+    @property
+    @abc.abstractmethod
+    def batch_size(self) -> int:
+        """Number of environments."""
+
+    @property
+    @abc.abstractmethod
+    def num_old_rows(self) -> int:
+        """Leading rows of the last :meth:`unroll` result that are not new steps."""
+
+    @property
+    @abc.abstractmethod
+    def envs(self) -> tuple[AlfEnvironment, ...]:
+        """The environments stepped."""
+
+    def collect(self, num_steps: int | None = None) -> Trajectory:
+        """Unrolls ``num_steps`` steps (None: ``unroll_length``; 0: returns an empty
+        trajectory without stepping)."""
+        num_steps = self.unroll_length if num_steps is None else num_steps
+        if num_steps == 0:
+            return Trajectory(segments=(), env_steps=0)
+        self.num_random_steps = self._random_steps_left
+        exp = self.unroll(num_steps)
+        steps = num_steps * self.batch_size
+        self._random_steps_left = max(0, self._random_steps_left - steps)
+        self._env_steps += steps
+        segment = Segment(exp=exp, num_old_rows=self.num_old_rows)
+        return Trajectory(segments=(segment,), env_steps=steps)
+
+    def publish(self, policy: RLAlgorithm) -> None:
+        """Loads ``policy``'s parameters into the collecting copy when it is another
+        module (e.g. the CPU copy of a model trained on a GPU)."""
+        if policy is not self.algorithm:
+            self.algorithm.load_state_dict(policy.state_dict())
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps taken by :meth:`collect` so far."""
+        return self._env_steps
+
+    @property
+    def num_clipped_actions(self) -> int:
+        """Out-of-bounds continuous actions clipped by the environments so far."""
+        return sum(int(getattr(env, "num_clipped_actions", 0)) for env in self.envs)
+
+    def pop_episodes(self) -> tuple[list[float], list[int]]:
+        """Returns and lengths of the episodes completed since the last call."""
+        return self.episodes.pop_completed()
