@@ -241,6 +241,18 @@ def load_config_text(
     _check_parameter_names((), conf_params)
 
 
+def default_value(name: str, param: str) -> object | None:
+    """The default of parameter ``param`` of the registered configurable ``name`` (None if
+    it is not registered or has no such default): what it gets when not bound."""
+    match = _gin_config._REGISTRY.get_match(name)
+    if match is None:
+        return None
+    parameter = inspect.signature(match.wrapped).parameters.get(param)
+    if parameter is None or parameter.default is inspect.Parameter.empty:
+        return None
+    return parameter.default
+
+
 def config_str() -> str:
     """Every binding currently loaded (used or not), in gin syntax."""
     return gin.config_str()

@@ -3,8 +3,9 @@
 
 The command-line tools import every package (:func:`import_configurables`) before they
 load a config. Worker processes (async actors, subprocess environment workers) import
-only the packages they build from, and load the parent's (already checked) config with
-the others' bindings skipped: an actor never imports the trainer.
+only the packages they build from (an actor: :data:`ACTING_PACKAGES`; a subprocess
+environment worker: ``alf.environments``), and load the parent's (already checked) config
+with the others' bindings skipped: neither imports the trainer.
 
 This module sits above every package it imports; nothing below it imports it.
 """
@@ -15,16 +16,12 @@ import importlib
 
 __all__ = [
     "ACTING_PACKAGES",
-    "ENVIRONMENT_PACKAGES",
     "TRAINING_PACKAGES",
     "import_configurables",
 ]
 
-ENVIRONMENT_PACKAGES = ("alf.environments",)
-"""What builds environments (a subprocess environment worker)."""
-
 ACTING_PACKAGES = (
-    *ENVIRONMENT_PACKAGES,
+    "alf.environments",
     "alf.algorithms",
     "alf.data_transformers",
     "alf.networks",

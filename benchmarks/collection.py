@@ -91,6 +91,9 @@ from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mujoco_common import preload_mujoco_package  # noqa: E402
+
+preload_mujoco_package()  # before anything imports it: benchmarks/mujoco.py shadows it
 from collection_common import CARTPOLE, RAW_NUM_ENVS  # noqa: E402
 from collection_envs import ENV_BACKENDS, worker_env  # noqa: E402
 from collection_report import (  # noqa: E402

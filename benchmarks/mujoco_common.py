@@ -17,6 +17,22 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(BENCH_DIR, "mujoco.py")
 """The entry script (also the SB3 worker: ``SCRIPT --worker sb3 ...``)."""
 REPO_ROOT = os.path.dirname(BENCH_DIR)
+
+
+def preload_mujoco_package() -> None:
+    """Imports the real ``mujoco`` package (if installed) with ``benchmarks/`` off
+    ``sys.path``, so that a later ``import mujoco`` (e.g. by Gymnasium's MuJoCo
+    environments in another benchmark of this folder) finds it rather than ``mujoco.py``."""
+    import importlib.util
+    import sys
+
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != BENCH_DIR]
+    try:
+        if importlib.util.find_spec("mujoco") is not None:
+            import mujoco  # noqa: F401
+    finally:
+        sys.path[:] = saved
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "alf", "examples")
 EVAL_SEED_OFFSET = 1_000_003  # same as alf.trainers.components.EVAL_SEED_OFFSET
 NUM_EVAL_EPISODES = 10

@@ -46,7 +46,74 @@ def test_every_example_is_covered():
     assert len(EXAMPLES) >= 23, [p.name for p in EXAMPLES]
 
 
-@pytest.mark.parametrize("conf", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def _settings(conf: Path) -> str:
+    """The config without comments, blank lines and its environment id."""
+    lines = (line.strip() for line in conf.read_text().splitlines())
+    return "\n".join(
+        line
+        for line in lines
+        if line and not line.startswith("#") and not line.startswith("create_environment.env_name")
+    )
+
+
+def _first_with_same_settings() -> dict[Path, Path]:
+    """For each config that differs from an earlier one only in its environment id (e.g.
+    ``ppo_walker2d.gin`` and ``ppo_hopper.gin``, which include the same settings): that
+    earlier config."""
+    first: dict[str, Path] = {}
+    twins: dict[Path, Path] = {}
+    for conf in EXAMPLES:
+        key = _settings(conf)
+        if key in first:
+            twins[conf] = first[key]
+        else:
+            first[key] = conf
+    return twins
+
+
+TWINS = _first_with_same_settings()
+TRAINED = [conf for conf in EXAMPLES if conf not in TWINS]
+
+
+def test_twins_are_recognized():
+    # The MuJoCo PPO configs share common/mujoco_ppo.gin: the first (by name) is trained.
+    ppo = [CONF.parent / f"ppo_{env}.gin" for env in ("hopper", "half_cheetah", "walker2d")]
+    assert {TWINS[conf] for conf in ppo} == {CONF.parent / "ppo_ant.gin"}
+    assert CONF.parent / "ppo_cart_pole.gin" in TRAINED and len(TRAINED) + len(TWINS) == len(
+        EXAMPLES
+    )
+
+
+@pytest.mark.parametrize("conf", list(TWINS), ids=[p.stem for p in TWINS])
+def test_example_differing_only_in_its_environment_builds(conf):
+    """A config whose settings another example trains and plays with (only the
+    environment id differs): its environment and algorithm build, and the algorithm acts
+    in it (the command line itself is tested on the twin)."""
+    reason = _missing_extra(conf)
+    if reason:
+        pytest.skip(reason)
+    from alf import config as alf_config
+    from alf.data_structures import StepType
+    from alf.environments import create_environment
+    from alf.trainers import TrainerConfig, build_algorithm
+
+    alf_config.load_config(str(conf))
+    env = create_environment(num_parallel_environments=1, seed=0)
+    try:
+        algorithm = build_algorithm(TrainerConfig(), env)
+        time_step = env.reset()
+        transformed, _ = algorithm.data_transformer.transform_timestep(
+            time_step, algorithm.data_transformer.initial_state(1)
+        )
+        state = algorithm.zero_state(algorithm.rollout_state_spec, 1)
+        step = algorithm.rollout_step(transformed, state)
+        next_step = env.step(step.output)
+        assert next_step.step_type.item() in (StepType.MID, StepType.LAST)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("conf", TRAINED, ids=[p.stem for p in TRAINED])
 def test_example_trains_and_plays(tmp_path, conf):
     reason = _missing_extra(conf)
     if reason:

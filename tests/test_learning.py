@@ -12,6 +12,7 @@ from helpers_cli import (
     played_average_return,
     read_progress,
     run_cli,
+    run_many,
     train_cmd,
 )
 
@@ -29,11 +30,33 @@ def _play(root_dir: str, episodes: int = 10) -> float:
     return played_average_return(run_cli(play_cmd(root_dir, f"--num_episodes={episodes}")))
 
 
+PPO_SEEDS = (0, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def ppo_cart_pole_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[str, list]]:
+    """The three seeds' runs of ``ppo_cart_pole.gin``, trained at once (each run uses one
+    thread): ``seed -> (root_dir, evaluations)``."""
+    tmp = tmp_path_factory.mktemp("ppo_cart_pole")
+    roots = {seed: str(tmp / f"ppo_{seed}") for seed in PPO_SEEDS}
+    cmds = {
+        seed: train_cmd(
+            root, f"TrainerConfig.random_seed={seed}", conf=EXAMPLES / "ppo_cart_pole.gin"
+        )
+        for seed, root in roots.items()
+    }
+    procs = run_many(cmds, max_workers=len(cmds), timeout=TRAIN_TIMEOUT_S)
+    runs = {}
+    for seed, proc in procs.items():
+        assert proc.returncode == 0, f"seed {seed}: {proc.stderr[-3000:]}"
+        runs[seed] = (roots[seed], eval_records(read_progress(Path(roots[seed]))))
+    return runs
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ppo_cart_pole_reaches_475_within_100k_steps(tmp_path, seed):
-    root = str(tmp_path / f"ppo_{seed}")
-    evals = _train("ppo_cart_pole.gin", root, f"TrainerConfig.random_seed={seed}")
+@pytest.mark.parametrize("seed", PPO_SEEDS)
+def test_ppo_cart_pole_reaches_475_within_100k_steps(ppo_cart_pole_runs, seed):
+    root, evals = ppo_cart_pole_runs[seed]
     assert evals[-1]["env_steps"] <= 100_000 + 256
     solved = [e for e in evals if e["eval/average_return"] >= 475]
     assert solved, f"seed {seed}: evaluations {[e['eval/average_return'] for e in evals]}"

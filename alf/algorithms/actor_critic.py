@@ -59,8 +59,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     have a non-empty ``state_spec`` and a ``step(observation, state)`` method). The
     rollout and train state is then an :class:`ActorCriticState` of both networks'
     states, the predict state the actor's state alone; with two stateless networks every
-    state is ``()``. ``train_step`` is then one time step of ``[B]`` rows: the trainer
-    steps it through sequences, starting from the stored rollout states.
+    state is ``()``. ``train_step`` is then one time step of ``[B]`` rows:
+    :class:`~alf.algorithms.on_policy_algorithm.OnPolicyAlgorithm` steps it through
+    sequences, starting from the stored rollout states.
 
     Args:
         observation_spec: nest of specs of one observation.

@@ -11,6 +11,7 @@ A run directory (``--root_dir`` of ``alf.bin.train``) holds::
     code.diff           ``git diff HEAD`` of the ALF checkout at the start, if not empty
     train.log           the output of runs launched by ``alf.bin.sweep`` / ``alf.bin.tune``
     checkpoints/        ckpt-<iteration>.pt
+    .lock               flock'ed by the process training in the run
     train/, eval/       TensorBoard events
 
 This module is the one place that spells those names; it imports nothing heavy (no
@@ -28,6 +29,7 @@ from typing import Any
 
 __all__ = [
     "CHECKPOINT_DIR",
+    "LOCK_FILE",
     "CODE_DIFF_FILE",
     "CONFIG_FILE",
     "LOG_FILE",
@@ -55,6 +57,8 @@ STATUS_FILE = "status.json"
 METADATA_FILE = "run_info.json"
 CODE_DIFF_FILE = "code.diff"
 CHECKPOINT_DIR = "checkpoints"
+LOCK_FILE = ".lock"
+"""Held (``flock``) by the process training in the run directory."""
 LOG_FILE = "train.log"
 
 

@@ -180,14 +180,10 @@ def _env_name(bindings: Mapping[str, str]) -> str | None:
             return str(ast.literal_eval(value))
         except (ValueError, SyntaxError):
             return value
-    try:
-        import inspect
+    from alf import config as alf_config
 
-        from alf.environments.create_environment import create_environment
-
-        return inspect.signature(create_environment).parameters["env_name"].default
-    except Exception:  # informative only
-        return None
+    default = alf_config.default_value("create_environment", "env_name")
+    return None if default is None else str(default)
 
 
 def _now() -> str:

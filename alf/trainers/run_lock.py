@@ -6,6 +6,7 @@ import fcntl
 import os
 
 from alf.errors import UserError
+from alf.run_dir import layout
 
 __all__ = ["RunDirLock", "RunDirLockedError"]
 
@@ -26,7 +27,7 @@ class RunDirLock:
 
     def __init__(self, *, root_dir: str) -> None:
         os.makedirs(root_dir, exist_ok=True)
-        self.path = os.path.join(root_dir, ".lock")
+        self.path = os.path.join(root_dir, layout.LOCK_FILE)
         self._file = open(self.path, "a+")  # noqa: SIM115 - held for the run's lifetime
         try:
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
