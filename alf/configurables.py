@@ -16,6 +16,7 @@ import importlib
 
 __all__ = [
     "ACTING_PACKAGES",
+    "TRAINING_ONLY_CONFIGURABLES",
     "TRAINING_PACKAGES",
     "import_configurables",
 ]
@@ -33,6 +34,10 @@ ACTING_PACKAGES = (
 
 TRAINING_PACKAGES = (*ACTING_PACKAGES, "alf.trainers")
 """Everything a config can name (a training run, ``alf.bin.play``, a sweep)."""
+
+TRAINING_ONLY_CONFIGURABLES = ("TrainerConfig",)
+"""The configurables :data:`TRAINING_PACKAGES` register beyond :data:`ACTING_PACKAGES`:
+the bindings an actor skips (any other unknown name is still an error there)."""
 
 
 def import_configurables(packages: tuple[str, ...] = TRAINING_PACKAGES) -> None:

@@ -71,6 +71,8 @@ def main(argv: list[str]) -> None:
                 writer = _VideoWriter(FLAGS.record_file, fps=metadata.get("render_fps", 30))
         except (AlfError, gymnasium.error.Error, ValueError, TypeError) as err:
             _fail(str(err))
+        except (RuntimeError, KeyError) as err:
+            _fail(f"cannot load the run from '{root_dir}': {err}")
 
         recorder = _FrameRecorder(env, writer) if writer else env
         evaluator = Evaluator(env=recorder, algorithm=algorithm, num_episodes=FLAGS.num_episodes)

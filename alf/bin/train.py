@@ -74,7 +74,7 @@ def main(argv: list[str]) -> None:
 
     from alf import config as alf_config
     from alf.configurables import import_configurables
-    from alf.errors import AlfError
+    from alf.errors import AlfError, TrainingError
     from alf.trainers import RLTrainer, TrainerConfig
     from alf.utils import distributed
     # Signals are caught from the start: one that arrives while the trainer is being
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> None:
         )
     try:
         result = trainer.train()
-    except AlfError as err:
+    except TrainingError as err:
         _fail(_ranked(str(err), context), err.exit_code, status_dir)
     except RuntimeError as err:
         if context is None or not distributed.is_communication_error(err):

@@ -132,10 +132,14 @@ def build_components(
         except BaseException:
             parts.close()
             raise
-        parts.evaluator = Evaluator(
-            env=parts.eval_env,
-            algorithm=policy,
-            num_episodes=config.num_eval_episodes,
-            device=parts.policy_device,
-        )
+        try:
+            parts.evaluator = Evaluator(
+                env=parts.eval_env,
+                algorithm=policy,
+                num_episodes=config.num_eval_episodes,
+                device=parts.policy_device,
+            )
+        except BaseException:
+            parts.close()
+            raise
     return parts

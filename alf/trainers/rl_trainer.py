@@ -28,6 +28,7 @@ from alf.trainers.resume import (
 from alf.trainers.run_lock import RunDirLock
 from alf.trainers.train_report import (
     DivergenceGuard,
+    SessionClock,
     TrainingDivergedError,
     TrainingReport,
     write_eval_summary,
@@ -85,7 +86,8 @@ class RLTrainer:
         self.iteration = 0
         self.env_steps = 0
         self.train_time_s = 0.0
-        self.wall_time_s = 0.0
+        self.clock = SessionClock()
+        """Wall-clock seconds of training, over all sessions of the run."""
         self._stop_requested = False  # this process was asked to stop
         self._stopping = False  # ... and the ranks agreed on it (see _agree_on_stop)
         self.reached_target = False
@@ -204,7 +206,8 @@ class RLTrainer:
             random_seed=self.config.random_seed,
         )
         self.iteration, self.env_steps = checkpoint.iteration, checkpoint.env_steps
-        self.train_time_s, self.wall_time_s = checkpoint.train_time_s, checkpoint.wall_time_s
+        self.train_time_s = checkpoint.train_time_s
+        self.clock = SessionClock(earlier_s=checkpoint.wall_time_s)
 
     def save_checkpoint(self) -> str | None:
         """Writes a checkpoint of the current iteration; returns its path (None on ranks
@@ -220,7 +223,7 @@ class RLTrainer:
             iteration=self.iteration,
             env_steps=self.env_steps,
             train_time_s=self.train_time_s,
-            wall_time_s=self._wall_time(),
+            wall_time_s=self.clock.seconds,
         )
         if checkpoint is None:
             return None
@@ -274,8 +277,7 @@ class RLTrainer:
             limit=config.max_consecutive_skipped_iterations,
             checkpoint_dir=self.checkpointer.directory,
         )
-        self._session_start = time.monotonic()
-        self._wall_base = self.wall_time_s
+        self.clock.start()
         try:
             self._agree_on_stop()
             while not self._finished() and not self._stopping:
@@ -307,7 +309,7 @@ class RLTrainer:
                     report.print_progress(
                         self.iteration,
                         self.env_steps,
-                        elapsed_s=self._wall_time(),
+                        elapsed_s=self.clock.seconds,
                         interval_s=config.progress_interval_s,
                         num_env_steps=config.num_env_steps,
                         num_iterations=config.num_iterations,
@@ -326,8 +328,7 @@ class RLTrainer:
                 self.summary.mark_failed()  # the trackers' runs end as failed
             raise
         finally:
-            self.wall_time_s = self._wall_time()
-            self._session_start = None
+            self.clock.stop()
             if self.summary is not None:
                 self.summary.flush()
         result: dict[str, Any] = {
@@ -361,21 +362,16 @@ class RLTrainer:
         return {
             "iteration": self.iteration,
             "env_steps": self.env_steps,
-            "elapsed_s": round(self._wall_time(), 3),
+            "elapsed_s": round(self.clock.seconds, 3),
             "train_time_s": round(self.train_time_s, 3),
         }
-
-    def _wall_time(self) -> float:
-        """Wall-clock seconds of training so far, over all sessions of the run."""
-        if getattr(self, "_session_start", None) is None:
-            return self.wall_time_s
-        return self._wall_base + time.monotonic() - self._session_start
 
     def close(self) -> None:
         """Closes the environments and summary files and releases ``root_dir``
         (idempotent)."""
         if self.unroller is not None:
             self.unroller.close()
+            self.unroller = None
             self.env = None  # (a sync collector closes the environments it steps)
         for resource in (self.env, self.eval_env):
             if resource is not None:

@@ -17,12 +17,42 @@ from alf.utils.summary import SummaryLogger
 
 __all__ = [
     "DivergenceGuard",
+    "SessionClock",
     "RateWindow",
     "TrainingDivergedError",
     "TrainingReport",
     "format_duration",
     "write_eval_summary",
 ]
+
+
+class SessionClock:
+    """Wall-clock seconds of a run's training over all its sessions: those of the
+    earlier sessions plus, while :meth:`start` ed, this one's.
+
+    Args:
+        earlier_s: seconds of the earlier sessions (from the resumed checkpoint).
+    """
+
+    def __init__(self, *, earlier_s: float = 0.0) -> None:
+        self.earlier_s = earlier_s
+        self._started: float | None = None
+
+    def start(self) -> None:
+        """Starts counting this session."""
+        self._started = time.monotonic()
+
+    def stop(self) -> None:
+        """Adds this session's seconds so far to :attr:`earlier_s` and stops counting."""
+        self.earlier_s = self.seconds
+        self._started = None
+
+    @property
+    def seconds(self) -> float:
+        """The seconds so far."""
+        if self._started is None:
+            return self.earlier_s
+        return self.earlier_s + time.monotonic() - self._started
 
 
 class TrainingDivergedError(TrainingError, RuntimeError):

@@ -182,11 +182,17 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
         make_algorithm = cloudpickle.loads(setup.algorithm_factory)
         if setup.config_text:
             from alf import config as alf_config
-            from alf.configurables import ACTING_PACKAGES, import_configurables
+            from alf.configurables import (
+                ACTING_PACKAGES,
+                TRAINING_ONLY_CONFIGURABLES,
+                import_configurables,
+            )
 
             # What an actor builds is registered; the trainer's settings are skipped.
             import_configurables(ACTING_PACKAGES)
-            alf_config.load_config_text(setup.config_text, skip_unknown=True)
+            alf_config.load_config_text(
+                setup.config_text, skip_unknown=list(TRAINING_ONLY_CONFIGURABLES)
+            )
         torch.manual_seed(setup.torch_seed)
         collector = _build_collector(setup, make_env, make_algorithm)
         collector.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.monotonic())
