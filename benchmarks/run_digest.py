@@ -213,7 +213,6 @@ RUNS: tuple[RunSpec, ...] = (
 )
 
 
-# --------------------------------------------------------------------------- hashing
 def _sort_key(key: Any) -> tuple[int, Any]:
     """Integer keys (optimizer state ids) numerically, then the others as strings."""
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
@@ -303,7 +302,6 @@ def progress_digest(path: str) -> str:
     return h.hexdigest()[:16]
 
 
-# ------------------------------------------------------------------------- run files
 def newest_checkpoint(run_dir: str) -> str | None:
     """The checkpoint file with the highest ``ckpt-N`` under ``run_dir/checkpoints`` (any
     other ``*.pt`` file by modification time if none is named so)."""
@@ -407,7 +405,6 @@ def format_line(r: dict[str, Any]) -> str:
     )
 
 
-# -------------------------------------------------------------------------- training
 def default_checkout() -> str:
     """The directory holding the ``alf`` package this interpreter would import."""
     spec = importlib.util.find_spec("alf")
