@@ -8,7 +8,10 @@ from dataclasses import dataclass
 from alf.config import configurable
 from alf.utils.trackers import WANDB_MODES
 
-__all__ = ["RESUMABLE_SETTINGS", "TrainerConfig"]
+__all__ = ["NONFINITE_DATA_POLICIES", "RESUMABLE_SETTINGS", "TrainerConfig"]
+
+NONFINITE_DATA_POLICIES = ("stop", "drop_episode")
+"""Values of ``TrainerConfig.nonfinite_data``."""
 
 RESUMABLE_SETTINGS = tuple(
     f"TrainerConfig.{name}"
@@ -25,6 +28,7 @@ RESUMABLE_SETTINGS = tuple(
         "progress_interval_s",
         "torch_num_threads",
         "max_consecutive_skipped_iterations",
+        "nonfinite_data",
         "allow_config_change",
         "stop_at_eval_return",
         "async_unroll",
@@ -81,6 +85,15 @@ class TrainerConfig:
         max_consecutive_skipped_iterations: stop the run (keeping the last good
             checkpoint) after this many iterations in a row whose every update was
             skipped for a non-finite loss.
+        nonfinite_data: what to do when an environment returns a non-finite (NaN or
+            infinite) observation or reward. ``"stop"`` (default): stop the run with one
+            line naming the environment, its index, the step and the observation key
+            (exit status 3; the checkpoints already written are kept). ``"drop_episode"``:
+            end that environment's episode at its last finite step (as a time-limit
+            truncation: the non-finite step is never seen by the algorithm), reset it,
+            and count it in the ``dropped_nonfinite_episodes`` summary. Dropping needs
+            environments built by ``suite_gym.load`` (the ``sync`` and ``subprocess``
+            backends); EnvPool and custom backends only stop.
         allow_config_change: on resume, accept a config whose bindings differ from the
             ones the checkpoint was written with. Without it, only the settings listed in
             :data:`RESUMABLE_SETTINGS` (budget, intervals, threads...) may change.
@@ -159,6 +172,7 @@ class TrainerConfig:
     progress_interval_s: float = 5.0
     torch_num_threads: int | None = None
     max_consecutive_skipped_iterations: int = 10
+    nonfinite_data: str = "stop"
     allow_config_change: bool = False
     stop_at_eval_return: float | None = None
     initial_collect_steps: int = 0
@@ -215,6 +229,11 @@ class TrainerConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.nonfinite_data not in NONFINITE_DATA_POLICIES:
+            raise ValueError(
+                "TrainerConfig.nonfinite_data must be one of "
+                f"{', '.join(map(repr, NONFINITE_DATA_POLICIES))}, got {self.nonfinite_data!r}"
+            )
         self._check_trackers()
 
     def progress(self, *, iteration: int, env_steps: int) -> float:
