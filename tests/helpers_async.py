@@ -4,8 +4,11 @@ user environment module that can fail or hang on purpose."""
 from __future__ import annotations
 
 import os
+import re
 import textwrap
+import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 SHM = Path("/dev/shm")
@@ -58,9 +61,20 @@ def shm_entries() -> set[str]:
     return set(os.listdir(SHM)) if SHM.is_dir() else set()
 
 
+_OWNED_NAME = re.compile(r"^(?:torch_|sem\.alf_)(\d+)[_-]")
+
+
+def shm_owner(name: str) -> int | None:
+    """The pid of the process that created the ``/dev/shm`` entry ``name``, as its name
+    tells: torch names its segments ``torch_<pid>_...`` and ALF its named semaphores
+    ``sem.alf_<pid>-...``; None for any other entry."""
+    match = _OWNED_NAME.match(name)
+    return int(match.group(1)) if match else None
+
+
 def mapped_shm_entries() -> set[str]:
     """Names in ``/dev/shm`` that some live process has mapped (semaphores and segments
-    in use, e.g. by other programs running at the same time)."""
+    in use)."""
     mapped = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -75,10 +89,13 @@ def mapped_shm_entries() -> set[str]:
     return mapped
 
 
-def leaked_shm_entries(before: set[str]) -> set[str]:
-    """Entries of ``/dev/shm`` created since ``before`` that no live process maps: left
-    behind by processes that have exited."""
-    new = shm_entries() - before
+def leaked_shm_entries(before: set[str], pids: Iterable[int] | None = None) -> set[str]:
+    """Entries of ``/dev/shm`` created since ``before`` by the processes ``pids`` (default:
+    this one), as their names tell (:func:`shm_owner`), that no live process maps: left
+    behind by those processes. ``/dev/shm`` is machine-wide: the entries of other programs
+    (other ALF runs included) come and go meanwhile, and are not looked at."""
+    pids = {os.getpid()} if pids is None else set(pids)
+    new = {name for name in shm_entries() - before if shm_owner(name) in pids}
     return new - mapped_shm_entries() if new else new
 
 
@@ -109,3 +126,36 @@ def wait_until_gone(marker: str, timeout: float = 10.0) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)
+
+
+class MarkedPids:
+    """Records, in a background thread, the pids of the live processes marked with
+    ``marker`` (see :func:`processes_with_marker`): a run's trainer and its descendants,
+    the actors included, which may be gone by the time the run is checked.
+
+    Args:
+        marker: the ``ALF_TEST_MARKER`` value of the run.
+        interval_s: how often the processes are listed.
+        max_s: when to stop if :meth:`stop` is not called (a test that failed early).
+    """
+
+    def __init__(self, marker: str, interval_s: float = 0.25, max_s: float = 900.0) -> None:
+        self.pids: set[int] = set()
+        self._marker = marker
+        self._interval_s = interval_s
+        self._deadline = time.monotonic() + max_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while time.monotonic() < self._deadline:
+            self.pids.update(processes_with_marker(self._marker))
+            if self._stop.wait(self._interval_s):
+                return
+
+    def stop(self) -> set[int]:
+        """Stops watching; returns every pid seen."""
+        self._stop.set()
+        self._thread.join()
+        return self.pids

@@ -1,21 +1,30 @@
 """Failure contract of asynchronous collection, with real processes through the command
 line: an environment that raises or hangs inside an actor, SIGINT/SIGTERM to the
 trainer, and a normal run. After each, no process of the run is left alive and no
-shared-memory segment it created remains."""
+shared-memory segment it created remains (whatever other programs leave in /dev/shm
+meanwhile)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import shared_memory
 from pathlib import Path
 
 import pytest
 from helpers_async import (
+    SHM,
+    MarkedPids,
     leaked_shm_entries,
+    mapped_shm_entries,
     shm_entries,
+    shm_owner,
     wait_until_gone,
     write_faulty_env_module,
 )
@@ -34,6 +43,43 @@ ASYNC_PARAMS = (
     "TrainerConfig.progress_interval_s=0",
     "PPOAlgorithm.num_epochs=2",
 )
+
+
+# Another program that leaves entries in /dev/shm, unmapped (as a leak of its own would
+# be), then keeps running: one named by Python, two named as torch's and ALF's are.
+UNRELATED_PROGRAM = """
+import os, time
+from multiprocessing import shared_memory
+names = []
+for name in (None, f"torch_{os.getpid()}_0_0", f"sem.alf_{os.getpid()}-unrelated"):
+    shm = shared_memory.SharedMemory(name=name, create=True, size=16)
+    names.append(shm.name.lstrip("/"))
+    shm.close()
+print(" ".join(names), flush=True)
+time.sleep(600)
+"""
+
+
+@contextmanager
+def unrelated_shm_leftovers() -> Iterator[set[str]]:
+    """Runs :data:`UNRELATED_PROGRAM` meanwhile; yields the names of its entries."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", UNRELATED_PROGRAM],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # (its resource tracker's warnings once it is killed)
+        text=True,
+    )
+    names: set[str] = set()
+    try:
+        names.update(proc.stdout.readline().split())
+        assert len(names) == 3, names
+        yield names
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        for name in names:
+            (SHM / name).unlink(missing_ok=True)
 
 
 class Run:
@@ -60,6 +106,7 @@ class Run:
         )
         self.shm_before = shm_entries()
         self.log = tmp_path / "stderr.txt"
+        self.pids = MarkedPids(self.marker)  # the run's processes, the actors included
 
     def start(self) -> subprocess.Popen:
         with open(self.log, "w") as err:
@@ -82,8 +129,30 @@ class Run:
     def assert_nothing_left(self) -> None:
         alive = wait_until_gone(self.marker)
         assert not alive, f"processes of the run still alive: {alive}"
-        leaked = leaked_shm_entries(self.shm_before)
+        pids = self.pids.stop()
+        assert pids, "the run's processes were never seen"
+        leaked = leaked_shm_entries(self.shm_before, pids)
         assert not leaked, f"shared-memory entries left behind: {sorted(leaked)}"
+
+
+def test_leak_check_looks_only_at_the_runs_own_entries():
+    assert shm_owner("torch_123_4_5") == 123
+    assert shm_owner("sem.alf_77-x1y2") == 77
+    assert shm_owner("sem.mp-x1y2") is None and shm_owner("psm_1234") is None
+    before = shm_entries()
+    with unrelated_shm_leftovers() as theirs:
+        # New and mapped by no live process: what a leak of the run would look like.
+        assert theirs <= shm_entries() - before
+        assert not theirs & mapped_shm_entries()
+        own = shared_memory.SharedMemory(
+            name=f"torch_{os.getpid()}_0_leakcheck", create=True, size=16
+        )
+        own.close()  # unmapped, not unlinked: this process's leak
+        try:
+            assert leaked_shm_entries(before) == {own.name.lstrip("/")}
+        finally:
+            own.unlink()
+        assert not leaked_shm_entries(before)
 
 
 def test_normal_async_run_reports_async_summaries_and_leaves_nothing(tmp_path):
@@ -118,16 +187,17 @@ def test_normal_async_run_reports_async_summaries_and_leaves_nothing(tmp_path):
 
 def test_env_exception_in_actor_stops_training_with_its_traceback(tmp_path):
     run = Run(tmp_path, "TrainerConfig.num_iterations=100000", fault="raise", fault_at=40)
-    result, ended = run.run()
-    assert result.returncode == EXIT_TRAINING_ERROR, result.stderr[-3000:]
-    stderr = result.stderr
-    assert "alf.bin.train: error: Actor " in stderr
-    assert "failed:" in stderr
-    # The actor's own traceback, down to the user's function and message.
-    assert "explode_in_user_env" in stderr
-    assert "RuntimeError: the user environment exploded" in stderr
-    assert ended - run.fault_time() < 10.0
-    run.assert_nothing_left()
+    with unrelated_shm_leftovers():  # another program's entries are not the run's
+        result, ended = run.run()
+        assert result.returncode == EXIT_TRAINING_ERROR, result.stderr[-3000:]
+        stderr = result.stderr
+        assert "alf.bin.train: error: Actor " in stderr
+        assert "failed:" in stderr
+        # The actor's own traceback, down to the user's function and message.
+        assert "explode_in_user_env" in stderr
+        assert "RuntimeError: the user environment exploded" in stderr
+        assert ended - run.fault_time() < 10.0
+        run.assert_nothing_left()
 
 
 def test_hung_actor_is_detected_by_its_heartbeat(tmp_path):
@@ -159,6 +229,9 @@ def test_signal_to_trainer_checkpoints_and_exits(tmp_path, signum):
             proc=proc,
             what="the first summary",
         )
+        # The leak check sees the run's named semaphores (named after the trainer).
+        ours = [name for name in shm_entries() if shm_owner(name) == proc.pid]
+        assert any(name.startswith("sem.alf_") for name in ours), ours
         sent = time.monotonic()
         proc.send_signal(signum)
         rc = proc.wait(timeout=30)

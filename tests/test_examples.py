@@ -6,7 +6,9 @@ none is)."""
 from __future__ import annotations
 
 import importlib.util
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 from helpers_cli import CONF, play_cmd, played_average_return, run_cli, train_cmd
@@ -113,19 +115,49 @@ def test_example_differing_only_in_its_environment_builds(conf):
         env.close()
 
 
-@pytest.mark.parametrize("conf", TRAINED, ids=[p.stem for p in TRAINED])
-def test_example_trains_and_plays(tmp_path, conf):
-    reason = _missing_extra(conf)
-    if reason:
-        pytest.skip(reason)
-    root = tmp_path / conf.stem
-    params = TINY
+def _tiny_params(conf: Path) -> tuple[str, ...]:
     if "common/mujoco_" in conf.read_text():
         # The MuJoCo configs collect 2048 steps and make 320 updates per iteration;
         # shorter unrolls keep their smoke test as cheap as the others'.
-        params = (*TINY, "TrainerConfig.unroll_length=16")
-    trained = run_cli(train_cmd(root, *params, conf=conf))
+        return (*TINY, "TrainerConfig.unroll_length=16")
+    return TINY
+
+
+Outcome = tuple[CompletedProcess, CompletedProcess | None] | BaseException
+
+
+def _train_and_play(conf: Path, root: Path) -> Outcome:
+    """The ``train`` command's result and then ``play``'s (None if training failed), or
+    what was raised (a timeout)."""
+    try:
+        trained = run_cli(train_cmd(root, *_tiny_params(conf), conf=conf), timeout=600)
+        if trained.returncode != 0:
+            return trained, None
+        return trained, run_cli(play_cmd(root, "--num_episodes=1"), timeout=600)
+    except Exception as err:  # noqa: BLE001 - reported by that config's test
+        return err
+
+
+@pytest.fixture(scope="module")
+def example_runs(tmp_path_factory) -> dict[Path, Outcome]:  # noqa: ANN001
+    """Every trained example's ``train`` and ``play`` commands, two examples at a time
+    (each command is a process of its own; most of its time is start-up)."""
+    tmp = tmp_path_factory.mktemp("examples")
+    runnable = [conf for conf in TRAINED if _missing_extra(conf) is None]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {conf: pool.submit(_train_and_play, conf, tmp / conf.stem) for conf in runnable}
+        return {conf: future.result() for conf, future in futures.items()}
+
+
+@pytest.mark.parametrize("conf", TRAINED, ids=[p.stem for p in TRAINED])
+def test_example_trains_and_plays(example_runs, conf):
+    reason = _missing_extra(conf)
+    if reason:
+        pytest.skip(reason)
+    outcome = example_runs[conf]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    trained, played = outcome
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "Finished at iteration 3" in trained.stdout, trained.stdout[-2000:]
-    played = run_cli(play_cmd(root, "--num_episodes=1"))
     played_average_return(played)  # exits 0 and prints its average return

@@ -41,7 +41,14 @@ exec(sys.argv[1])
 print("\n".join(sorted(m for m in sys.modules if m == "alf" or m.startswith("alf."))))
 """
 
-CORE_MODULES = ("alf.nest", "alf.tensor_specs", "alf.data_structures", "alf.config", "alf.errors")
+CORE_MODULES = (
+    "alf.nest",
+    "alf.tensor_specs",
+    "alf.data_structures",
+    "alf.config",
+    "alf.config_checks",
+    "alf.errors",
+)
 
 
 def _all_modules() -> list[str]:

@@ -490,3 +490,18 @@ def test_buffer_rejects_experience_with_other_observation_shape():
         algorithm.observe_for_replay(bad)
     assert "(2, 4)" in str(info.value) and "(2, 3)" in str(info.value)
     assert buffer.total_size == 2
+
+
+def test_resume_without_a_saved_buffer_warns_how_long_it_recollects(tmp_path, caplog):
+    params = _ddpg_params(num_iterations=40, initial_collect_steps=30)
+    with _trainer(tmp_path / "run", params) as trainer:
+        trainer.train()
+        nbytes = trainer.algorithm.replay_buffer.nbytes
+    params = _ddpg_params(num_iterations=50, initial_collect_steps=30)
+    with caplog.at_level("WARNING"), _trainer(tmp_path / "run", params) as trainer:
+        assert trainer.iteration == 40 and trainer.algorithm.replay_buffer.total_size == 0
+    messages = [record.getMessage() for record in caplog.records]
+    warnings = [m for m in messages if "without a saved replay" in m]
+    assert len(warnings) == 1, caplog.text
+    assert "enable_checkpoint is False" in warnings[0] and "holds 30 new steps" in warnings[0]
+    assert f"about {nbytes / 2**20:.0f} MB each" in warnings[0]

@@ -22,7 +22,7 @@ from alf.algorithms.actor_critic import (
     ActorCriticTrainInfo,
 )
 from alf.algorithms.ppo import ClippedObjective
-from alf.config import configurable
+from alf.config import configurable, invalid_value
 from alf.data_structures import Experience, LossInfo
 from alf.networks import require_stateless
 from alf.utils.schedules import Schedule
@@ -86,8 +86,8 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
         normalize_advantages: normalise advantages per mini-batch.
         num_epochs: passes over each trajectory. Default 1: with an asynchronous
             collector, the learner's time per trajectory adds to the policy lag.
-        mini_batch_size: steps per update. Default None: one update on the whole
-            trajectory (IMPALA's shape: the learner's cost per trajectory is one
+        mini_batch_size: steps per update (an int >= 1). Default None: one update on the
+            whole trajectory (IMPALA's shape: the learner's cost per trajectory is one
             update, and every update uses the freshest data). Set it (and
             ``num_epochs``) to reuse each trajectory more, as PPO does; the clip keeps
             those updates close to the behaviour policy.
@@ -129,7 +129,7 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
         truncations = {"clip_rho": clip_rho, "clip_c": clip_c, "clip_pg_rho": clip_pg_rho}
         for name, value in truncations.items():
             if not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value}")
+                raise invalid_value(f"AppoAlgorithm.{name}", value, "> 0")
         self._set_clip(clip, value_clip)
         self.clip_rho = clip_rho
         self.clip_c = clip_c

@@ -18,7 +18,7 @@ from alf.algorithms.off_policy_algorithm import (
     n_step_target,
     valid_transitions,
 )
-from alf.config import configurable
+from alf.config import configurable, invalid_value
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorNetwork, CriticNetwork, require_stateless
 from alf.tensor_specs import TensorSpec, action_bounds
@@ -89,12 +89,14 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         **kwargs: Any,
     ) -> None:
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
+        owner = type(self).__name__
         if exploration_noise not in ("gaussian", "ou"):
-            raise ValueError(
-                f"exploration_noise must be 'gaussian' or 'ou', got {exploration_noise!r}"
+            raise invalid_value(
+                f"{owner}.exploration_noise", exploration_noise, "'gaussian' or 'ou'"
             )
-        if actor_update_period < 1:
-            raise ValueError(f"actor_update_period must be >= 1, got {actor_update_period}")
+        period = actor_update_period
+        if isinstance(period, bool) or not isinstance(period, int) or period < 1:
+            raise invalid_value(f"{owner}.actor_update_period", period, "an int >= 1")
         self.actor_network = actor_network_ctor(
             input_spec=observation_spec, action_spec=action_spec
         )

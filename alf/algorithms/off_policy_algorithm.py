@@ -7,11 +7,13 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from absl import logging
 from torch.func import functional_call
 
 from alf import nest
 from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
+from alf.config import invalid_value
 from alf.data_structures import BatchInfo, Experience, StepType, Trajectory
 from alf.replay_buffers import ReplayBuffer
 from alf.replay_buffers.offline import load_offline_buffers
@@ -55,9 +57,10 @@ class OffPolicyAlgorithm(RLAlgorithm):
     new steps and, once ``initial_collect_steps`` are stored, trains on samples.
 
     Args:
-        mini_batch_size: sequences per update.
-        mini_batch_length: steps per sequence.
-        num_updates_per_train_iter: updates per training iteration.
+        mini_batch_size: sequences per update (an int >= 1; unlike on-policy
+            algorithms there is no whole batch, so no None).
+        mini_batch_length: steps per sequence (an int >= 2).
+        num_updates_per_train_iter: updates per training iteration (an int >= 1).
         replay_buffer_ctor: called as ``replay_buffer_ctor(data_spec=..., num_envs=...)``.
         **kwargs: passed to :class:`RLAlgorithm`.
     """
@@ -72,12 +75,14 @@ class OffPolicyAlgorithm(RLAlgorithm):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if mini_batch_size < 1 or mini_batch_length < 2 or num_updates_per_train_iter < 1:
-            raise ValueError(
-                "mini_batch_size and num_updates_per_train_iter must be >= 1 and "
-                f"mini_batch_length >= 2; got {mini_batch_size}, {num_updates_per_train_iter}"
-                f" and {mini_batch_length}"
-            )
+        minimums = {
+            "mini_batch_size": (mini_batch_size, 1),
+            "mini_batch_length": (mini_batch_length, 2),
+            "num_updates_per_train_iter": (num_updates_per_train_iter, 1),
+        }
+        for name, (value, minimum) in minimums.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise invalid_value(f"{type(self).__name__}.{name}", value, f"an int >= {minimum}")
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = mini_batch_length
         self.num_updates_per_train_iter = num_updates_per_train_iter
@@ -138,9 +143,25 @@ class OffPolicyAlgorithm(RLAlgorithm):
     def load_data_checkpoint_state(self, state: Any) -> None:
         """Restores the saved replay buffer (if ``ReplayBuffer.enable_checkpoint``) and
         ends its stored episodes at their newest step, as truncations (the environments
-        restart with new episodes; the last transitions still bootstrap)."""
+        restart with new episodes; the last transitions still bootstrap).
+
+        Without a saved buffer (``state`` None), warns that the buffer starts empty and
+        how many steps it will collect before updating again."""
         buffer = self.replay_buffer
         if state is None or not buffer.enable_checkpoint:
+            setup = self._setup
+            wait = max(setup.initial_collect_steps if setup else 0, 1)
+            logging.warning(
+                "Resuming without a saved replay buffer (ReplayBuffer.enable_checkpoint is "
+                "%s%s): it starts empty, and updates resume once it holds %d new steps "
+                "(TrainerConfig.initial_collect_steps), collected by the current policy. "
+                "ReplayBuffer.enable_checkpoint = True saves it with every checkpoint "
+                "(about %.0f MB each when full).",
+                buffer.enable_checkpoint,
+                "" if not buffer.enable_checkpoint else ", but the checkpoint holds none",
+                wait,
+                buffer.nbytes / 2**20,
+            )
             return
         buffer.load_checkpoint_state(state)
         buffer.overwrite_newest("step_type", StepType.LAST)

@@ -9,11 +9,16 @@ import torch
 
 from alf import nest
 from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
+from alf.config import invalid_value
 from alf.data_structures import Experience, LossInfo
 from alf.utils.device import to_device
 from alf.utils.value_ops import valid_mask
 
 __all__ = ["OnPolicyAlgorithm", "summarize_updates"]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class OnPolicyAlgorithm(RLAlgorithm):
@@ -39,10 +44,12 @@ class OnPolicyAlgorithm(RLAlgorithm):
     (``use_rollout_state``) or from zeros, and resetting to zeros at FIRST steps.
 
     Args:
-        num_epochs: passes over each trajectory.
-        mini_batch_size: steps per gradient update (None: the whole trajectory).
-        mini_batch_length: recurrent algorithms only: steps per training sequence (None:
-            the whole unroll); must divide the unroll length.
+        num_epochs: passes over each trajectory (an int >= 1).
+        mini_batch_size: steps per gradient update: an int >= 1, or None for one update
+            on the whole trajectory (0 is refused, as in every algorithm: off-policy ones
+            take an int >= 1 only, since there is no whole batch to sample).
+        mini_batch_length: recurrent algorithms only: steps per training sequence (an
+            int >= 1, or None: the whole unroll); must divide the unroll length.
         use_rollout_state: recurrent algorithms only: start each training sequence from
             the state the policy had there during collection (otherwise from zeros).
         **kwargs: passed to :class:`RLAlgorithm`.
@@ -58,10 +65,23 @@ class OnPolicyAlgorithm(RLAlgorithm):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if num_epochs < 1:
-            raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-        if mini_batch_length is not None and mini_batch_length < 1:
-            raise ValueError(f"mini_batch_length must be >= 1, got {mini_batch_length}")
+        owner = type(self).__name__
+        if not _is_int(num_epochs) or num_epochs < 1:
+            raise invalid_value(f"{owner}.num_epochs", num_epochs, "an int >= 1")
+        if mini_batch_size is not None and (not _is_int(mini_batch_size) or mini_batch_size < 1):
+            raise invalid_value(
+                f"{owner}.mini_batch_size",
+                mini_batch_size,
+                "an int >= 1, or None for the whole trajectory",
+            )
+        if mini_batch_length is not None and (
+            not _is_int(mini_batch_length) or mini_batch_length < 1
+        ):
+            raise invalid_value(
+                f"{owner}.mini_batch_length",
+                mini_batch_length,
+                "an int >= 1, or None for the whole unroll",
+            )
         self.num_epochs = num_epochs
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = mini_batch_length

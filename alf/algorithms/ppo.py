@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from alf.algorithms.actor_critic import ActorCriticAlgorithm, ActorCriticTrainInfo
-from alf.config import configurable
+from alf.config import configurable, invalid_value
 from alf.data_structures import LossInfo
 from alf.utils.schedules import Schedule, as_schedule
 
@@ -85,13 +85,14 @@ class ClipSchedule:
 
     Args:
         clip: a number or a :class:`Schedule`; its value at progress 0 must be >= 0.
+        name: the setting, for the error message (e.g. ``"PPOAlgorithm.clip"``).
     """
 
-    def __init__(self, clip: float | Schedule) -> None:
+    def __init__(self, clip: float | Schedule, name: str = "clip") -> None:
         self._schedule = as_schedule(clip)
         self.value = self._schedule(0.0)
         if self.value < 0:
-            raise ValueError(f"clip must be >= 0, got {self.value}")
+            raise invalid_value(name, self.value, ">= 0")
 
     def set_progress(self, progress: float) -> None:
         """Sets :attr:`value` to the schedule's value at ``progress``."""
@@ -105,7 +106,7 @@ class ClippedObjective:
     calls :meth:`_set_clip` in its constructor."""
 
     def _set_clip(self, clip: float | Schedule, value_clip: float | None) -> None:
-        self._clip = ClipSchedule(clip)
+        self._clip = ClipSchedule(clip, name=f"{type(self).__name__}.clip")
         self.value_clip = value_clip
 
     @property
@@ -140,7 +141,8 @@ class PPOAlgorithm(ClippedObjective, ActorCriticAlgorithm):
             the larger of the clipped and unclipped errors.
         normalize_advantages: normalise advantages per mini-batch (default True).
         num_epochs: passes over each trajectory (default 10).
-        mini_batch_size: steps per update (default 64).
+        mini_batch_size: steps per update: an int >= 1 (default 64), or None for one
+            update on the whole trajectory.
         **kwargs: see :class:`ActorCriticAlgorithm`.
     """
 

@@ -7,11 +7,20 @@ Usage::
 
 The run's ``config.gin`` rebuilds the environment and algorithm; the newest checkpoint
 (or iteration ``N``) supplies the parameters; actions come from ``predict_step``.
+
+``--record_file`` renders off-screen. On a Linux machine without a display, when
+``MUJOCO_GL`` is unset, MuJoCo gets the first OpenGL backend that works here (``egl``,
+then ``osmesa``); if none does, a MuJoCo environment is refused with one line before any
+episode is played. The video is written next to ``--record_file`` and renamed to it once
+complete: a play that fails leaves no partial video (and keeps an older one).
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +39,22 @@ flags.DEFINE_string("record_file", None, "Write a video of the episodes to this 
 flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
 FLAGS = flags.FLAGS
 _OWN_FLAGS = ("root_dir", "checkpoint_step", "num_episodes", "seed", "record_file", "conf_param")
+
+_MUJOCO_GL_BACKENDS = ("egl", "osmesa")
+"""MuJoCo's off-screen OpenGL backends, in the order they are tried on a headless machine."""
+
+_MUJOCO_GL_PROBE = """
+import mujoco
+model = mujoco.MjModel.from_xml_string("<mujoco/>")
+renderer = mujoco.Renderer(model, 8, 8)
+renderer.update_scene(mujoco.MjData(model))
+renderer.render()
+renderer.close()
+"""
+"""Renders one frame with the backend ``MUJOCO_GL`` names (in a process of its own: MuJoCo
+reads ``MUJOCO_GL`` when imported and loads one backend per process)."""
+
+_MUJOCO_GL_PROBE_TIMEOUT_S = 60.0
 
 
 def _fail(message: str) -> None:
@@ -52,10 +77,13 @@ def main(argv: list[str]) -> None:
     conf_path = os.path.join(root_dir, layout.CONFIG_FILE)
     if not os.path.isfile(conf_path):
         _fail(f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?")
+    mujoco_gl_found = True
     if FLAGS.record_file:
         _check_video_dependencies()
+        mujoco_gl_found = _choose_headless_mujoco_gl()
     writer = None
     env = None
+    played = False
     try:
         try:
             render_mode = "rgb_array" if FLAGS.record_file else None
@@ -67,8 +95,18 @@ def main(argv: list[str]) -> None:
                 conf_params=FLAGS.conf_param,
             )
             if FLAGS.record_file:
+                if not mujoco_gl_found and "mujoco" in sys.modules:  # the env renders with it
+                    _fail(
+                        f"cannot record video of {_env_name()!r} on this headless machine: "
+                        "no working MuJoCo OpenGL backend (tried "
+                        f"{', '.join(_MUJOCO_GL_BACKENDS)}; install libegl1 or libosmesa6, "
+                        "or set MUJOCO_GL)"
+                    )
                 metadata = getattr(getattr(env, "gym_env", None), "metadata", {})
-                writer = _VideoWriter(FLAGS.record_file, fps=metadata.get("render_fps", 30))
+                try:
+                    writer = _VideoWriter(FLAGS.record_file, fps=metadata.get("render_fps", 30))
+                except OSError as err:
+                    _fail(f"cannot write --record_file '{FLAGS.record_file}': {err}")
         except (AlfError, gymnasium.error.Error, ValueError, TypeError) as err:
             _fail(str(err))
         except (RuntimeError, KeyError) as err:
@@ -76,10 +114,14 @@ def main(argv: list[str]) -> None:
 
         recorder = _FrameRecorder(env, writer) if writer else env
         evaluator = Evaluator(env=recorder, algorithm=algorithm, num_episodes=FLAGS.num_episodes)
-        result = evaluator.evaluate()
+        try:
+            result = evaluator.evaluate()
+        except _RenderError as err:
+            _fail(f"cannot record video of {_env_name()!r}: rendering failed: {err}")
+        played = True
     finally:
         if writer is not None:
-            writer.close()
+            writer.close(keep=played)
         if env is not None:
             env.close()
     for i, (ret, length) in enumerate(zip(result.returns, result.lengths, strict=True)):
@@ -133,21 +175,63 @@ def load_trained_run(
 
 
 class _VideoWriter:
-    """Appends frames to an mp4 as they are rendered (never holding them all in memory)."""
+    """Appends frames to an mp4 as they are rendered (never holding them all in memory).
+
+    The frames go to a temporary file beside ``path``, renamed to ``path`` by
+    :meth:`close` when the video is kept.
+    """
 
     def __init__(self, path: str, fps: int) -> None:
         import imageio.v2 as imageio
 
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._writer = imageio.get_writer(path, fps=fps, macro_block_size=1)
+        self.path = os.path.abspath(path)
+        base, ext = os.path.splitext(self.path)
+        self._partial = f"{base}.partial-{os.getpid()}{ext}"
+        self._created_dirs = _missing_dirs(os.path.dirname(self.path))
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._writer = imageio.get_writer(self._partial, fps=fps, macro_block_size=1)
+        except BaseException:
+            _remove_video(self._partial, self._created_dirs)
+            raise
         self.num_frames = 0
 
     def append(self, frame: np.ndarray) -> None:
         self._writer.append_data(frame)
         self.num_frames += 1
 
-    def close(self) -> None:
-        self._writer.close()
+    def close(self, *, keep: bool = True) -> None:
+        """Finishes the video: renamed to ``path`` if ``keep``, else removed (with the
+        folders created for it, if left empty)."""
+        try:
+            self._writer.close()
+        finally:
+            if keep:
+                if os.path.exists(self._partial):  # (not if no frame was rendered)
+                    os.replace(self._partial, self.path)
+            else:
+                _remove_video(self._partial, self._created_dirs)
+
+
+def _missing_dirs(path: str) -> list[str]:
+    """The folders of ``path`` that do not exist yet, innermost first."""
+    missing = []
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
+def _remove_video(path: str, created_dirs: Sequence[str]) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    for directory in created_dirs:
+        try:
+            os.rmdir(directory)
+        except OSError:  # not empty, or gone
+            break
 
 
 def _check_video_dependencies() -> None:
@@ -158,6 +242,57 @@ def _check_video_dependencies() -> None:
     except ImportError:
         _fail("--record_file needs imageio and imageio-ffmpeg: pip install 'alf[all]'")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # render off-screen
+
+
+def _choose_headless_mujoco_gl() -> bool:
+    """Sets ``MUJOCO_GL`` to the first of :data:`_MUJOCO_GL_BACKENDS` that renders here,
+    when it is needed: on Linux without a display (no ``DISPLAY`` or ``WAYLAND_DISPLAY``),
+    with MuJoCo installed and ``MUJOCO_GL`` unset. Must run before MuJoCo is imported.
+
+    Returns:
+        False if a backend was needed and none works.
+    """
+    if (
+        not sys.platform.startswith("linux")
+        or os.environ.get("DISPLAY")
+        or os.environ.get("WAYLAND_DISPLAY")
+        or os.environ.get("MUJOCO_GL")
+        or importlib.util.find_spec("mujoco") is None
+    ):
+        return True
+    for backend in _MUJOCO_GL_BACKENDS:
+        try:
+            probe = subprocess.run(
+                [sys.executable, "-c", _MUJOCO_GL_PROBE],
+                env={**os.environ, "MUJOCO_GL": backend},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_MUJOCO_GL_PROBE_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            continue
+        if probe.returncode == 0:
+            os.environ["MUJOCO_GL"] = backend
+            return True
+    return False
+
+
+def _env_name() -> str:
+    """``create_environment.env_name`` of the loaded config."""
+    from alf import config as alf_config
+
+    value = alf_config.current_bindings().get("create_environment.env_name")
+    if value is None:
+        return str(alf_config.default_value("create_environment", "env_name"))
+    try:
+        return str(ast.literal_eval(value))
+    except (ValueError, SyntaxError):
+        return value
+
+
+class _RenderError(Exception):
+    """The environment failed to render a frame (the message is one line)."""
 
 
 class _FrameRecorder:
@@ -171,7 +306,10 @@ class _FrameRecorder:
         return getattr(self._env, name)
 
     def _capture(self) -> None:
-        frame = self._env.render()
+        try:
+            frame = self._env.render()
+        except Exception as err:
+            raise _RenderError(" ".join(f"{type(err).__name__}: {err}".split())) from err
         if isinstance(frame, tuple | list):
             frame = frame[0]
         if frame is not None:

@@ -40,6 +40,11 @@ class BackendRequest:
         env_kwargs: keyword arguments for the environment's constructor.
         for_evaluation: the environments evaluate or play rather than train.
         options: ``suite_gym.load``'s configured preset, wrappers and legacy adapter.
+        first_env_index: the run-wide index of the batch's first environment, for the
+            backend's error messages.
+        drop_nonfinite: a non-finite observation or reward ends that environment's
+            episode instead of raising (``TrainerConfig.nonfinite_data``); a backend
+            that cannot reset one environment alone raises ``ValueError`` when asked.
     """
 
     env_name: str
@@ -51,6 +56,8 @@ class BackendRequest:
     env_kwargs: dict[str, Any] | None
     for_evaluation: bool
     options: suite_gym.LoadOptions
+    first_env_index: int = 0
+    drop_nonfinite: bool = False
 
     @property
     def load_args(self) -> dict[str, Any]:
@@ -75,7 +82,13 @@ def sync_backend(request: BackendRequest) -> AlfEnvironment:
     vector_env = gym.vector.SyncVectorEnv(
         [make_one] * request.num_envs, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
     )
-    return GymnasiumEnvironment(vector_env=vector_env, seed=request.seed)
+    return GymnasiumEnvironment(
+        vector_env=vector_env,
+        seed=request.seed,
+        env_name=request.env_name,
+        first_index=request.first_env_index,
+        drop_nonfinite=request.drop_nonfinite,
+    )
 
 
 def vector_entry_point_backend(request: BackendRequest) -> AlfEnvironment:
@@ -95,7 +108,13 @@ def vector_entry_point_backend(request: BackendRequest) -> AlfEnvironment:
     vector_env = gym.make_vec(
         env_id, num_envs=request.num_envs, vectorization_mode="vector_entry_point", **kwargs
     )
-    return GymnasiumEnvironment(vector_env=vector_env, seed=request.seed)
+    return GymnasiumEnvironment(
+        vector_env=vector_env,
+        seed=request.seed,
+        env_name=request.env_name,
+        first_index=request.first_env_index,
+        drop_nonfinite=request.drop_nonfinite,
+    )
 
 
 def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
@@ -117,6 +136,8 @@ def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
         env_kwargs=request.env_kwargs,
         for_evaluation=request.for_evaluation,
         config_text=alf_config.config_str(),
+        first_env_index=request.first_env_index,
+        drop_nonfinite=request.drop_nonfinite,
     )
 
 
@@ -132,6 +153,12 @@ def envpool_backend(request: BackendRequest) -> AlfEnvironment:
         raise ValueError(
             "vectorization_mode='envpool' cannot apply suite_gym.load.wrappers or "
             "suite_gym.load.legacy_api: use 'sync' or 'subprocess'"
+        )
+    if request.drop_nonfinite:
+        raise ValueError(
+            "TrainerConfig.nonfinite_data='drop_episode' cannot reset one EnvPool "
+            "environment alone: use create_environment.vectorization_mode 'sync' or "
+            "'subprocess', or nonfinite_data='stop'"
         )
     pool_kwargs: dict[str, Any] = {}
     env_id = env_name
@@ -155,6 +182,8 @@ def envpool_backend(request: BackendRequest) -> AlfEnvironment:
             seed=request.seed,
             max_episode_steps=max_episode_steps,
             env_kwargs=pool_kwargs,
+            env_name=env_name,
+            first_index=request.first_env_index,
         )
     except ValueError as err:
         if "does not support" not in str(err):

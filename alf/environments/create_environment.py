@@ -43,6 +43,8 @@ def create_environment(
     for_evaluation: bool = False,
     num_ranks: int = 1,
     rank: int = 0,
+    drop_nonfinite: bool = False,
+    first_env_index: int = 0,
 ) -> AlfEnvironment:
     """Creates a batch of ``num_parallel_environments`` Gymnasium environments.
 
@@ -90,6 +92,13 @@ def create_environment(
             ``num_parallel_environments / num_ranks`` of them (which must divide).
         rank: this rank (``0 <= rank < num_ranks``): it builds the run's environments
             ``rank * n + i`` (``n`` per rank), seeded ``seed + rank * n + i``.
+        drop_nonfinite: set by the trainer from ``TrainerConfig.nonfinite_data``: a
+            non-finite observation or reward ends that environment's episode at its
+            previous step instead of stopping with
+            :class:`~alf.environments.data_check.EnvironmentDataError` (``"sync"`` and
+            ``"subprocess"`` only).
+        first_env_index: the run-wide index of this batch's first environment (before
+            the rank's offset), named in errors: set for a subprocess worker's group.
 
     Returns:
         An :class:`AlfEnvironment` of batch size ``num_parallel_environments /
@@ -117,6 +126,7 @@ def create_environment(
             f"total over all ranks and must be divisible by the {num_ranks} ranks"
         )
     num_parallel_environments //= num_ranks
+    first_env_index += rank * num_parallel_environments
     if seed is not None:
         seed += rank * num_parallel_environments
     request = BackendRequest(
@@ -128,6 +138,8 @@ def create_environment(
         max_episode_steps=max_episode_steps,
         env_kwargs=env_kwargs,
         for_evaluation=for_evaluation,
+        first_env_index=first_env_index,
+        drop_nonfinite=drop_nonfinite,
         # Also records load's bindings as used, whichever backend builds the environments.
         options=suite_gym.configured_options(
             env_name,

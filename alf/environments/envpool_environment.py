@@ -15,6 +15,7 @@ from alf import nest
 from alf.data_structures import StepType, TimeStep
 from alf.environments.action_check import ActionChecker, first_time_step, numpy_dtype
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.data_check import DataChecker
 from alf.tensor_specs import from_gym_space
 
 __all__ = ["EnvPoolEnvironment"]
@@ -65,6 +66,11 @@ class EnvPoolEnvironment(AlfEnvironment):
         max_episode_steps: overrides the time limit (EnvPool's ``max_episode_steps``).
         env_kwargs: further keyword arguments of ``envpool.make``, e.g. ``num_threads`` or
             ``render_mode="rgb_array"``.
+        env_name: the id as configured (named in errors; default ``env_id``).
+        first_index: the run-wide index of the first environment (named in errors).
+
+    Observations and rewards are checked as they come: a non-finite value raises
+    :class:`~alf.environments.data_check.EnvironmentDataError` naming the environment.
 
     Raises:
         ImportError: EnvPool is not installed.
@@ -81,6 +87,8 @@ class EnvPoolEnvironment(AlfEnvironment):
         seed: int | None = None,
         max_episode_steps: int | None = None,
         env_kwargs: dict[str, Any] | None = None,
+        env_name: str | None = None,
+        first_index: int = 0,
     ) -> None:
         envpool = _import_envpool()
         if env_id not in envpool.list_all_envs():
@@ -130,6 +138,12 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._ones = torch.ones(num_envs)
         self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
         self._applied: Any = None  # the checked action of a step in flight
+        self._check = DataChecker(
+            env_name=env_name or env_id,
+            observation_spec=self._observation_spec,
+            batch_size=num_envs,
+            first_index=first_index,
+        )
 
     @property
     def num_clipped_actions(self) -> int:
@@ -176,7 +190,10 @@ class EnvPoolEnvironment(AlfEnvironment):
         (obs,) = self._in_env_order(info, obs)
         self._first_next[:] = False
         self._any_first_next = False
-        return first_time_step(self._observation(obs), self._zero_action, self._env_id)
+        observation = self._observation(obs)
+        self._check.restart()
+        self._check.check(observation, None)
+        return first_time_step(observation, self._zero_action, self._env_id)
 
     def step(self, action: Any) -> TimeStep:
         self.step_async(action)
@@ -203,6 +220,7 @@ class EnvPoolEnvironment(AlfEnvironment):
         )
         reward = np.array(reward, dtype=np.float32)
         done = terminated | truncated
+        self._check.advance(self._first_next if self._any_first_next else None)
         if not self._any_first_next and not done.any():  # the usual case: all MID
             step_type, discount, prev_action = self._mid.clone(), self._ones.clone(), applied
         else:  # numpy throughout: nearly every step of many short episodes comes here
@@ -224,11 +242,13 @@ class EnvPoolEnvironment(AlfEnvironment):
                     prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
             self._first_next = last
             self._any_first_next = bool(last.any())
+        observation, reward = self._observation(obs), torch.from_numpy(reward)
+        self._check.check(observation, reward)
         return TimeStep(
             step_type=step_type,
-            reward=torch.from_numpy(reward),
+            reward=reward,
             discount=discount,
-            observation=self._observation(obs),
+            observation=observation,
             prev_action=prev_action,
             env_id=self._env_id,
         )

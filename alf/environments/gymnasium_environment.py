@@ -12,6 +12,11 @@ from alf import nest
 from alf.data_structures import StepType, TimeStep
 from alf.environments.action_check import ActionChecker, first_time_step
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.data_check import (
+    DataChecker,
+    EnvironmentDataError,
+    describe_observation_mismatch,
+)
 from alf.tensor_specs import from_gym_space
 
 __all__ = ["GymnasiumEnvironment"]
@@ -31,12 +36,30 @@ class GymnasiumEnvironment(AlfEnvironment):
     :attr:`num_clipped_actions` (``prev_action`` is the clipped action the environment
     applied); discrete actions outside it raise ``ValueError``.
 
+    Observations and rewards are checked as they come (:mod:`alf.environments.data_check`):
+    a non-finite value or an observation that does not fit the observation space raises
+    :class:`~alf.environments.data_check.EnvironmentDataError`, or, with
+    ``drop_nonfinite`` (a ``SyncVectorEnv`` only), a non-finite value ends that
+    environment's episode at its previous step (a truncation: reward 0, the previous
+    observation) and the environment is reset at the next step.
+
     Args:
         vector_env: the Gymnasium vector environment (NEXT_STEP autoreset).
         seed: seed of the first environment; environment ``i`` gets ``seed + i``.
+        env_name: the environments' id, named in errors.
+        first_index: the run-wide index of the first environment, named in errors.
+        drop_nonfinite: end episodes at non-finite data instead of raising.
     """
 
-    def __init__(self, *, vector_env: gym.vector.VectorEnv, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        vector_env: gym.vector.VectorEnv,
+        seed: int | None = None,
+        env_name: str = "",
+        first_index: int = 0,
+        drop_nonfinite: bool = False,
+    ) -> None:
         mode = vector_env.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
         if mode != gym.vector.AutoresetMode.NEXT_STEP:
             raise ValueError(f"ALF needs the NEXT_STEP autoreset mode, got {mode}")
@@ -53,11 +76,32 @@ class GymnasiumEnvironment(AlfEnvironment):
         )
         if seed is not None:
             vector_env.action_space.seed(seed)
+        if drop_nonfinite and not hasattr(vector_env, "_autoreset_envs"):
+            raise ValueError(
+                "TrainerConfig.nonfinite_data='drop_episode' needs environments stepped by a "
+                "Gymnasium SyncVectorEnv ('sync' or 'subprocess' backend), not "
+                f"{type(vector_env).__name__}"
+            )
+        self._env_name = env_name or str(getattr(vector_env.spec, "id", "")) or "environment"
+        self._first_index = first_index
+        self._check = DataChecker(
+            env_name=self._env_name,
+            observation_spec=self._observation_spec,
+            batch_size=self._num_envs,
+            first_index=first_index,
+            drop=drop_nonfinite,
+        )
+        self._last_observation: Any = None
 
     @property
     def num_clipped_actions(self) -> int:
         """Out-of-bounds continuous actions clipped so far."""
         return self._actions.num_clipped_actions
+
+    @property
+    def num_dropped_episodes(self) -> int:
+        """Episodes ended early for a non-finite observation or reward."""
+        return self._check.num_dropped_episodes
 
     @property
     def batch_size(self) -> int:
@@ -77,32 +121,81 @@ class GymnasiumEnvironment(AlfEnvironment):
     def _observation(self, obs: Any) -> Any:
         return nest.map_structure(_to_tensor, obs, self._observation_spec)
 
+    def _vector_call(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """Calls the vector env; an observation that its space cannot hold (the vector env
+        fails to batch it) becomes an :class:`EnvironmentDataError` naming the env."""
+        try:
+            return call(*args, **kwargs)
+        except (ValueError, TypeError) as err:
+            space = self._env.single_observation_space
+            for i, obs in enumerate(getattr(self._env, "_env_obs", None) or ()):
+                problem = describe_observation_mismatch(
+                    obs,
+                    space,
+                    env_name=self._env_name,
+                    index=self._first_index + i,
+                    step=self._check.step_of(i) + 1,
+                )
+                if problem:
+                    raise EnvironmentDataError(problem) from err
+            raise
+
     def reset(self) -> TimeStep:
-        obs, _ = self._env.reset(seed=self._seed)
+        obs, _ = self._vector_call(self._env.reset, seed=self._seed)
         self._seed = None  # later resets continue the seeded random streams
         self._first_next[:] = False
-        return first_time_step(self._observation(obs), self._zero_action, self._env_id)
+        observation = self._observation(obs)
+        self._check.restart()
+        self._checked(observation, None, None)
+        self._last_observation = observation
+        return first_time_step(observation, self._zero_action, self._env_id)
 
     def step(self, action: Any) -> TimeStep:
         np_action, applied = self._actions(action, self._first_next)
-        obs, reward, terminated, truncated, _ = self._env.step(np_action)
+        obs, reward, terminated, truncated, _ = self._vector_call(self._env.step, np_action)
         first = self._first_next.copy()
         last = np.logical_or(terminated, truncated) & ~first
         step_type = np.where(first, StepType.FIRST, np.where(last, StepType.LAST, StepType.MID))
         discount = np.where(terminated & ~first, 0.0, 1.0)
-        reward = np.where(first, 0.0, reward)
+        reward = torch.from_numpy(np.where(first, 0.0, reward).astype(np.float32))
+        observation = self._observation(obs)
+        self._check.advance(first)
+        dropped = self._checked(observation, reward, first)
+        if dropped is not None:  # end those episodes at their previous step, truncated
+            keep = torch.from_numpy(~dropped)
+            observation = nest.map_structure(
+                lambda new, old: torch.where(keep.view(-1, *[1] * (new.dim() - 1)), new, old),
+                observation,
+                self._last_observation,
+            )
+            reward[~keep] = 0.0
+            step_type[dropped], discount[dropped] = StepType.LAST, 1.0
+            last = last | dropped
+            self._env._autoreset_envs[dropped] = True
         self._first_next = last
+        self._last_observation = observation
         prev_action = applied
         if first.any():
             prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
         return TimeStep(
             step_type=torch.from_numpy(step_type.astype(np.int32)),
-            reward=torch.from_numpy(reward.astype(np.float32)),
+            reward=reward,
             discount=torch.from_numpy(discount.astype(np.float32)),
-            observation=self._observation(obs),
+            observation=observation,
             prev_action=prev_action,
             env_id=self._env_id,
         )
+
+    def _checked(
+        self, observation: Any, reward: torch.Tensor | None, first: np.ndarray | None
+    ) -> np.ndarray | None:
+        """The environments whose episode must end for non-finite data (None: none)."""
+        dropped = self._check.check(observation, reward)
+        if dropped is not None and (first is None or (dropped & first).any()):
+            # A first observation cannot be dropped: there is no earlier step to end at.
+            self._check.drop = False
+            self._check.check(observation, reward)
+        return dropped
 
     def render(self) -> Any:
         return self._env.render()

@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 from alf import nest
 from alf.data_structures import TimeStep
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.data_check import EnvironmentDataError
 from alf.errors import TrainingError
 
 __all__ = ["EnvironmentWorkerError", "SubprocessEnvironment"]
@@ -81,7 +82,7 @@ def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
         conn.send(("ok", (env.observation_spec(), env.action_spec())))
     except Exception:
         conn.send(("error", traceback.format_exc()))
-    clipped = 0
+    clipped = dropped = 0
     poller = select.poll()  # cheaper per step than Connection.poll
     poller.register(conn.fileno(), select.POLLIN)
     try:
@@ -112,8 +113,11 @@ def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
                 for dst, src in zip(views, nest.flatten(ts._replace(env_id=())), strict=True):
                     dst.copy_(src)
                 count = getattr(env, "num_clipped_actions", 0)
-                conn.send(("ok", count - clipped))
-                clipped = count
+                drops = getattr(env, "num_dropped_episodes", 0)
+                conn.send(("ok", (count - clipped, drops - dropped)))
+                clipped, dropped = count, drops
+            except EnvironmentDataError as err:  # one line: it names the environment
+                conn.send(("data_error", str(err)))
             except Exception:
                 conn.send(("error", traceback.format_exc()))
     except (EOFError, OSError, KeyboardInterrupt):
@@ -187,6 +191,9 @@ class SubprocessEnvironment(AlfEnvironment):
         step_timeout_s: longest wait for a worker's answer to reset, step or render;
             ``None`` waits forever. Dead workers are detected within about a second
             either way; building the environments has no time limit.
+        first_env_index: the run-wide index of the first environment (named in errors).
+        drop_nonfinite: end an episode at non-finite data instead of raising (the
+            workers' :class:`GymnasiumEnvironment` s do it; see there).
     """
 
     steps_in_background = True
@@ -204,6 +211,8 @@ class SubprocessEnvironment(AlfEnvironment):
         for_evaluation: bool = False,
         config_text: str | None = None,
         step_timeout_s: float | None = None,
+        first_env_index: int = 0,
+        drop_nonfinite: bool = False,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -224,6 +233,8 @@ class SubprocessEnvironment(AlfEnvironment):
         self._poller = select.poll()
         self._worker_of_fd: dict[int, int] = {}
         self.num_clipped_actions = 0
+        self.num_dropped_episodes = 0
+        """Episodes ended early for non-finite data (``drop_nonfinite``)."""
         ctx = mp.get_context("spawn")
         try:
             for lo, hi in self._bounds:
@@ -233,6 +244,8 @@ class SubprocessEnvironment(AlfEnvironment):
                     max_episode_steps=max_episode_steps,
                     env_kwargs=env_kwargs,
                     for_evaluation=for_evaluation,
+                    first_env_index=first_env_index + lo,
+                    drop_nonfinite=drop_nonfinite,
                 )
                 build_args = cloudpickle.dumps((env_name, hi - lo, kwargs, lo, hi, config_text))
                 parent_conn, child_conn = ctx.Pipe()
@@ -316,7 +329,9 @@ class SubprocessEnvironment(AlfEnvironment):
         if not self._stepping:
             raise RuntimeError("step_wait called without step_async")
         self._stepping = False
-        self.num_clipped_actions += sum(self._call(self._step_timeout_s))
+        replies = self._call(self._step_timeout_s)
+        self.num_clipped_actions += sum(clipped for clipped, _ in replies)
+        self.num_dropped_episodes += sum(dropped for _, dropped in replies)
         return nest.map_structure(torch.clone, self._shared_ts)
 
     def _write_actions(self, action: Any) -> None:
@@ -434,6 +449,8 @@ class SubprocessEnvironment(AlfEnvironment):
                     raise self._dead_error(w) from None
                 if status == "error":
                     raise self._error(w, f"raised an exception:\n{payload}")
+                if status == "data_error":
+                    raise EnvironmentDataError(payload)
                 replies[w] = payload
                 pending.discard(w)
             if not events:

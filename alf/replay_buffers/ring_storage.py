@@ -107,6 +107,11 @@ class RingStorage:
         self._lossless: dict[tuple[torch.dtype, torch.dtype], bool] = {}
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of the preallocated storage (a full buffer's checkpoint is about this)."""
+        return sum(t.numel() * t.element_size() for t in self._storage)
+
+    @property
     def data_spec(self) -> nest.Nest:
         """The nest of :class:`TensorSpec` of one step."""
         return self._data_spec

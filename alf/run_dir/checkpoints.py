@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from alf.errors import UserError
+from alf.errors import TrainingError, UserError
 from alf.run_dir import layout
 
 if TYPE_CHECKING:  # (no import at run time: the run directory sits below the algorithms)
@@ -43,6 +43,8 @@ __all__ = [
     "REQUIRED_KEYS",
     "CheckpointError",
     "Checkpointer",
+    "NonFiniteStateError",
+    "non_finite_entry",
     "RunCheckpoint",
     "checkpoint_dir",
     "read_checkpoint",
@@ -62,6 +64,31 @@ _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 
 class CheckpointError(UserError):
     """A checkpoint that cannot be read or does not fit the configured run."""
+
+
+class NonFiniteStateError(TrainingError, RuntimeError):
+    """The algorithm's parameters, optimizer state or statistics hold NaN or infinite
+    values, so its checkpoint was not written."""
+
+
+def non_finite_entry(tree: Any, path: str = "") -> str | None:
+    """The path (``module/actor.fc.weight``) of the first floating-point tensor in
+    ``tree`` (nested dicts, lists and tuples) holding a NaN or infinite value, or None."""
+    if isinstance(tree, torch.Tensor):
+        if tree.is_floating_point() or tree.is_complex():
+            return None if bool(torch.isfinite(tree).all()) else path or "(value)"
+        return None
+    if isinstance(tree, dict):
+        items = tree.items()
+    elif isinstance(tree, (list, tuple)):
+        items = enumerate(tree)
+    else:
+        return None
+    for key, value in items:
+        found = non_finite_entry(value, f"{path}/{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 class Checkpointer:
@@ -100,7 +127,25 @@ class Checkpointer:
         return steps[-1] if steps else None
 
     def save(self, step: int, state: dict[str, Any]) -> str:
-        """Atomically writes ``state`` as the checkpoint of ``step``; returns its path."""
+        """Atomically writes ``state`` as the checkpoint of ``step``; returns its path.
+
+        Raises:
+            NonFiniteStateError: ``state["algorithm"]`` (parameters, statistics,
+                optimizer state) holds a non-finite value: nothing is written and no
+                checkpoint is removed.
+        """
+        bad = non_finite_entry(state.get("algorithm"), "algorithm")
+        if bad is not None:
+            kept = self.latest_step()
+            where = (
+                f"the newest good checkpoint, '{self.path(kept)}', is kept"
+                if kept is not None
+                else "there is no earlier checkpoint"
+            )
+            raise NonFiniteStateError(
+                f"iteration {step}: '{bad}' holds NaN or infinite values, so no checkpoint "
+                f"was written ({where}); the training diverged or was fed non-finite data"
+            )
         os.makedirs(self.directory, exist_ok=True)
         final = self.path(step)
         tmp = f"{final}.tmp-{os.getpid()}"
@@ -156,6 +201,12 @@ class Checkpointer:
             raise CheckpointError(
                 f"Checkpoint '{path}' is not an ALF checkpoint (missing {', '.join(missing)}); "
                 "it has been left in place."
+            )
+        bad = non_finite_entry(state.get("algorithm") if keys else None, "algorithm")
+        if bad is not None:
+            raise CheckpointError(
+                f"Checkpoint '{path}' holds NaN or infinite values ('{bad}'); it has been "
+                "left in place. Move it away to use an older checkpoint."
             )
         return state
 
@@ -272,7 +323,11 @@ def restore_algorithm(
         else:
             algorithm.load_state_dict(checkpoint.module_state)
     except (RuntimeError, KeyError, ValueError) as err:
+        # torch lists every mismatch on a line of its own: name the first, count the rest.
+        details = [line.strip() for line in str(err).splitlines() if line.strip()]
+        reason = details[1] if len(details) > 1 else (details[0] if details else "")
+        more = f" (and {len(details) - 2} more)" if len(details) > 2 else ""
         raise CheckpointError(
             f"Checkpoint '{checkpoint.path}' does not fit the configured algorithm (was it "
-            f"written with a different config?): {err}"
+            f"written with a different config?): {reason}{more}"
         ) from err

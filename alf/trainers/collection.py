@@ -3,6 +3,8 @@ steps each training iteration collects."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
@@ -79,7 +81,9 @@ def build_collector(
     if config.offline_fraction >= 1.0 and config.offline_buffer_dir:
         raise ValueError("TrainerConfig.async_unroll with offline_fraction=1.0 collects nothing")
     return AsyncUnroller(
-        env_factory=create_environment,
+        env_factory=functools.partial(
+            create_environment, drop_nonfinite=config.drops_nonfinite_episodes
+        ),
         algorithm=algorithm,
         algorithm_factory=algorithm_factory(config),
         num_envs=num_envs,

@@ -93,9 +93,14 @@ def build_components(
     if resumed_env_steps is not None:
         seed += resumed_env_steps
     if distributed is None:
-        env = create_environment(seed=seed)
+        env = create_environment(seed=seed, drop_nonfinite=config.drops_nonfinite_episodes)
     else:  # this rank's share of the environments
-        env = create_environment(seed=seed, num_ranks=world_size, rank=rank)
+        env = create_environment(
+            seed=seed,
+            num_ranks=world_size,
+            rank=rank,
+            drop_nonfinite=config.drops_nonfinite_episodes,
+        )
         seed += rank * env.batch_size  # its first environment's seed
     try:
         algorithm = build_algorithm(config, env).to(device)
@@ -128,6 +133,7 @@ def build_components(
                 num_parallel_environments=config.num_eval_environments,
                 for_evaluation=True,
                 seed=config.random_seed + EVAL_SEED_OFFSET,
+                drop_nonfinite=config.drops_nonfinite_episodes,
             )
         except BaseException:
             parts.close()

@@ -161,13 +161,14 @@ def restore_run(
     random_seed: int,
 ) -> None:
     """Restores the algorithm (with its optimizer), this rank's random states and, in
-    a single-process run, the saved data (replay buffer) of ``checkpoint``."""
+    a single-process run, the saved data (replay buffer) of ``checkpoint`` (the
+    algorithm is told when there is none: an off-policy one warns)."""
     restore_algorithm(algorithm, checkpoint)
     restore_rng_states(
         checkpoint, device=device, distributed=distributed, random_seed=random_seed
     )
-    if checkpoint.data is not None and distributed is None:
-        algorithm.load_data_checkpoint_state(checkpoint.data)
+    # (None: nothing saved, or a data-parallel run, whose ranks keep their own data)
+    algorithm.load_data_checkpoint_state(checkpoint.data if distributed is None else None)
     logging.info(
         "Resumed from %s (iteration %d, %d env steps)",
         checkpoint.path,

@@ -101,7 +101,13 @@ class RLTrainer:
         try:
             self._build(config, root_dir)
         except BaseException:
-            self.close()
+            # A failed start leaves root_dir as it found it (or no root_dir at all).
+            lock, self._lock = self._lock, None
+            try:
+                self.close()
+            finally:
+                if lock is not None:
+                    lock.release(undo_start=True)
             raise
 
     def _build(self, config: TrainerConfig, root_dir: str) -> None:
@@ -355,6 +361,11 @@ class RLTrainer:
             self._counters(),
             env_steps=self._summary_step(),
             clipped_actions=self.unroller.num_clipped_actions,
+            dropped_episodes=(
+                self.unroller.num_dropped_episodes
+                if self.config.drops_nonfinite_episodes
+                else None
+            ),
         )
 
     def _counters(self) -> dict[str, Any]:

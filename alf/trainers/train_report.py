@@ -83,7 +83,8 @@ class DivergenceGuard:
         if self._in_a_row >= self.limit:
             raise TrainingDivergedError(
                 f"Every update of the last {self._in_a_row} iterations had a non-finite "
-                f"loss; stopping. The last good checkpoint is kept in {self.checkpoint_dir}."
+                f"loss; stopping. The checkpoints in {self.checkpoint_dir} are kept (none is "
+                "ever written with non-finite values)."
             )
 
 
@@ -254,10 +255,12 @@ class TrainingReport:
         *,
         env_steps: int,
         clipped_actions: int,
+        dropped_episodes: int | None = None,
     ) -> None:
         """Writes the train summary: ``scalars`` plus the env steps per second, clipped
-        actions and average return and episode length over all ranks (the last 100
-        episodes of each), and ``record`` plus ``fps`` (and ``fps_per_rank``) as the
+        actions, (when not None) episodes dropped for non-finite data, and average
+        return and episode length over all ranks (the last 100 episodes of each), and
+        ``record`` plus ``fps`` (and ``fps_per_rank``) as the
         ``progress.jsonl`` line, at the run's ``env_steps``. In a data-parallel run every
         rank must call it (it gathers the ranks' figures); rank 0 writes."""
         local = [
@@ -266,6 +269,7 @@ class TrainingReport:
             sum(self.recent_lengths),
             len(self.recent_returns),
             clipped_actions,
+            dropped_episodes or 0,
         ]
         self._window_steps, self._window_time = 0, 0.0
         if self.distributed is None:
@@ -275,8 +279,10 @@ class TrainingReport:
         if self.summary is None:
             return
         totals = [sum(column) for column in zip(*per_rank, strict=True)]
-        fps, returns, lengths, episodes, clipped = totals
+        fps, returns, lengths, episodes, clipped, dropped = totals
         scalars = {**scalars, "env_steps_per_second": fps, "clipped_actions": clipped}
+        if dropped_episodes is not None:
+            scalars["dropped_nonfinite_episodes"] = dropped
         if episodes:
             scalars["average_return"] = returns / episodes
             scalars["average_episode_length"] = lengths / episodes

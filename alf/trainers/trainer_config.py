@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from alf.config import configurable
+from alf.config import ConfigValueError, configurable, fit_config_value, invalid_value
 from alf.utils.trackers import WANDB_MODES
 
 __all__ = ["NONFINITE_DATA_POLICIES", "RESUMABLE_SETTINGS", "TrainerConfig"]
@@ -66,9 +68,10 @@ class TrainerConfig:
         unroll_length: environment steps per environment per training iteration. For
             off-policy algorithms it may be fractional: 0.25 steps the environments once
             every 4 iterations (so each step gets 4 training iterations of updates).
-        num_iterations: stop after this many iterations (0: no limit).
-        num_env_steps: stop after this many training environment steps (0: no limit).
-            At least one of the two budgets must be set.
+        num_iterations: stop after this many iterations (0 or None: no limit).
+        num_env_steps: stop after this many training environment steps (0 or None: no
+            limit). At least one of the two budgets must be set (> 0); whichever is
+            reached first ends the run. None is stored as 0.
         random_seed: seeds torch and the environments (environment ``i`` gets
             ``random_seed + i``; evaluation environments use a separate range).
         summary_interval: iterations between summaries (TensorBoard and progress.jsonl).
@@ -80,7 +83,7 @@ class TrainerConfig:
             end and on SIGINT/SIGTERM).
         num_checkpoints: how many of the newest checkpoints to keep.
         progress_interval_s: seconds between progress lines on the console.
-        torch_num_threads: threads for torch's CPU kernels (None: torch's default).
+        torch_num_threads: threads for torch's CPU kernels (None or 0: torch's default).
             Small networks often train fastest with 1.
         max_consecutive_skipped_iterations: stop the run (keeping the last good
             checkpoint) after this many iterations in a row whose every update was
@@ -159,8 +162,8 @@ class TrainerConfig:
     algorithm_ctor: Callable | None = None
     data_transformer_ctor: Sequence[Callable] = ()
     unroll_length: float = 8
-    num_iterations: int = 0
-    num_env_steps: int = 0
+    num_iterations: int | None = 0
+    num_env_steps: int | None = 0
     random_seed: int = 0
     summary_interval: int = 10
     eval_interval: int = 0
@@ -190,36 +193,39 @@ class TrainerConfig:
     mlflow_experiment: str = "alf"
 
     def __post_init__(self) -> None:
+        """Checks every setting's type (as :func:`alf.config.load_config` checks the
+        bindings) and range.
+
+        Raises:
+            ConfigValueError: one line naming the setting, its value and what is allowed.
+        """
+        hints = typing.get_type_hints(type(self))
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            fitted = fit_config_value(f"TrainerConfig.{field.name}", hints[field.name], value)
+            if fitted is not value:
+                setattr(self, field.name, fitted)
         if self.algorithm_ctor is None:
-            raise ValueError(
-                "TrainerConfig.algorithm_ctor is not set; bind it in the config, e.g. "
-                "'TrainerConfig.algorithm_ctor = @PPOAlgorithm'"
+            raise ConfigValueError(
+                "invalid configuration: TrainerConfig.algorithm_ctor is not set; bind it in "
+                "the config, e.g. 'TrainerConfig.algorithm_ctor = @PPOAlgorithm'"
             )
-        if self.num_iterations <= 0 and self.num_env_steps <= 0:
-            raise ValueError(
-                "Set a budget: TrainerConfig.num_iterations or TrainerConfig.num_env_steps"
-            )
-        if not self.unroll_length > 0:
-            raise ValueError(f"TrainerConfig.unroll_length must be > 0, got {self.unroll_length}")
-        if not 0.0 < self.offline_fraction <= 1.0:
-            raise ValueError(
-                f"TrainerConfig.offline_fraction must be in (0, 1], got {self.offline_fraction}"
-            )
-        if self.mixed_precision not in (None, "bfloat16", "float16"):
-            raise ValueError(
-                "TrainerConfig.mixed_precision must be 'bfloat16', 'float16' or None, got "
-                f"{self.mixed_precision!r}"
-            )
-        if not self.distributed_timeout_s > 0:
-            raise ValueError(
-                "TrainerConfig.distributed_timeout_s must be > 0, got "
-                f"{self.distributed_timeout_s}"
-            )
-        if self.initial_collect_steps < 0:
-            raise ValueError(
-                "TrainerConfig.initial_collect_steps must be >= 0, got "
-                f"{self.initial_collect_steps}"
-            )
+        self._check_budget()
+        self._check(self.unroll_length > 0, "unroll_length", "> 0")
+        self._check(0.0 < self.offline_fraction <= 1.0, "offline_fraction", "in (0, 1]")
+        self._check(
+            self.mixed_precision in (None, "bfloat16", "float16"),
+            "mixed_precision",
+            "'bfloat16', 'float16' or None",
+        )
+        self._check(self.distributed_timeout_s > 0, "distributed_timeout_s", "> 0")
+        self._check(self.initial_collect_steps >= 0, "initial_collect_steps", ">= 0")
+        self._check(self.eval_interval >= 0, "eval_interval", ">= 0 (0: only at the end)")
+        self._check(
+            self.torch_num_threads is None or self.torch_num_threads >= 0,
+            "torch_num_threads",
+            ">= 0 (0 or None: torch's default)",
+        )
         for name in (
             "summary_interval",
             "checkpoint_interval",
@@ -227,14 +233,30 @@ class TrainerConfig:
             "num_eval_episodes",
             "num_eval_environments",
         ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"TrainerConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.nonfinite_data not in NONFINITE_DATA_POLICIES:
-            raise ValueError(
-                "TrainerConfig.nonfinite_data must be one of "
-                f"{', '.join(map(repr, NONFINITE_DATA_POLICIES))}, got {self.nonfinite_data!r}"
-            )
+            self._check(getattr(self, name) >= 1, name, ">= 1")
+        self._check(
+            self.nonfinite_data in NONFINITE_DATA_POLICIES,
+            "nonfinite_data",
+            "one of " + ", ".join(map(repr, NONFINITE_DATA_POLICIES)),
+        )
         self._check_trackers()
+
+    def _check(self, ok: bool, name: str, allowed: str) -> None:
+        if not ok:
+            raise invalid_value(f"TrainerConfig.{name}", getattr(self, name), allowed)
+
+    def _check_budget(self) -> None:
+        """``num_iterations`` and ``num_env_steps``: ints >= 0, None meaning 0 (no
+        limit); at least one of them > 0."""
+        for name in ("num_iterations", "num_env_steps"):
+            if getattr(self, name) is None:
+                setattr(self, name, 0)
+            self._check(getattr(self, name) >= 0, name, ">= 0 (0 or None: no limit)")
+        if self.num_iterations == 0 and self.num_env_steps == 0:
+            raise ConfigValueError(
+                "invalid configuration: no training budget: set TrainerConfig.num_iterations "
+                "or TrainerConfig.num_env_steps to a number > 0 (0 or None means no limit)"
+            )
 
     def progress(self, *, iteration: int, env_steps: int) -> float:
         """Fraction of the budget (``num_env_steps``, ``num_iterations``: the first of
@@ -246,6 +268,11 @@ class TrainerConfig:
         if self.num_iterations > 0:
             fractions.append(iteration / self.num_iterations)
         return min(1.0, max(fractions))
+
+    @property
+    def drops_nonfinite_episodes(self) -> bool:
+        """Whether non-finite environment data ends the episode rather than the run."""
+        return self.nonfinite_data == "drop_episode"
 
     @property
     def offline_buffer_dirs(self) -> tuple[str, ...]:
@@ -263,17 +290,12 @@ class TrainerConfig:
     def _check_trackers(self) -> None:
         for name in ("wandb_project", "mlflow_tracking_uri"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(
-                    f"TrainerConfig.{name} must be a non-empty string or None, got {value!r}"
-                )
-        if self.wandb_mode not in WANDB_MODES:
-            raise ValueError(
-                f"TrainerConfig.wandb_mode must be one of {', '.join(map(repr, WANDB_MODES))}"
-                f", got {self.wandb_mode!r}"
+            self._check(
+                value is None or bool(value.strip()), name, "a non-empty string or None"
             )
-        if not isinstance(self.mlflow_experiment, str) or not self.mlflow_experiment.strip():
-            raise ValueError(
-                "TrainerConfig.mlflow_experiment must be a non-empty string, got "
-                f"{self.mlflow_experiment!r}"
-            )
+        self._check(
+            self.wandb_mode in WANDB_MODES,
+            "wandb_mode",
+            "one of " + ", ".join(map(repr, WANDB_MODES)),
+        )
+        self._check(bool(self.mlflow_experiment.strip()), "mlflow_experiment", "a non-empty string")

@@ -21,6 +21,7 @@ from typing import Any
 import cloudpickle
 import torch
 
+from alf.environments.data_check import EnvironmentDataError
 from alf.unrollers.double_buffered_unroller import DoubleBufferedUnroller
 from alf.unrollers.shared_memory import FragmentPool, SharedParameters
 from alf.unrollers.sync_unroller import SyncUnroller
@@ -79,6 +80,8 @@ class FragmentMessage:
         episode_lengths: their lengths.
         clipped_actions: out-of-bounds continuous actions the actor's environments have
             clipped so far (cumulative).
+        dropped_episodes: episodes the actor's environments ended early for non-finite
+            data so far (cumulative).
     """
 
     actor_id: int
@@ -90,6 +93,7 @@ class FragmentMessage:
     episode_returns: list[float]
     episode_lengths: list[int]
     clipped_actions: int = 0
+    dropped_episodes: int = 0
 
 
 @dataclass(frozen=True)
@@ -221,10 +225,12 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                     episode_returns=returns,
                     episode_lengths=lengths,
                     clipped_actions=collector.num_clipped_actions,
+                    dropped_episodes=collector.num_dropped_episodes,
                 )
             )
-    except BaseException:  # noqa: BLE001 - everything is reported to the learner
-        channels.reports.put(("error", actor_id, traceback.format_exc()))
+    except BaseException as err:  # noqa: BLE001 - everything is reported to the learner
+        line = str(err) if isinstance(err, EnvironmentDataError) else None
+        channels.reports.put(("error", actor_id, traceback.format_exc(), line))
     finally:
         if collector is not None:
             try:

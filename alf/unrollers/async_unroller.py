@@ -19,6 +19,7 @@ import torch.multiprocessing as mp
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.config import configurable
 from alf.data_structures import Segment, Trajectory
+from alf.environments.data_check import EnvironmentDataError
 from alf.errors import TrainingError
 from alf.unrollers.actor import ActorChannels, ActorSetup, FragmentMessage, actor_main
 from alf.unrollers.collector import Collector
@@ -184,8 +185,11 @@ class AsyncUnroller(Collector):
         self._closed = False
         self._last_check = time.monotonic()
         self._clipped_actions: dict[int, int] = {}
+        self._dropped_episodes: dict[int, int] = {}
         self._reset_stats()
 
+        # Named semaphores carry this pid (/dev/shm/sem.alf_<pid>-*), as torch's segments do.
+        mp.current_process()._config["semprefix"] = f"/alf_{os.getpid()}"
         ctx = mp.get_context("spawn")
         self._channels = ActorChannels(
             pool=FragmentPool(
@@ -252,6 +256,11 @@ class AsyncUnroller(Collector):
         return sum(self._clipped_actions.values())
 
     @property
+    def num_dropped_episodes(self) -> int:
+        """Episodes the actors' environments ended early for non-finite data so far."""
+        return sum(self._dropped_episodes.values())
+
+    @property
     def version(self) -> int:
         """The newest published parameter version."""
         return self._channels.parameters.version
@@ -298,6 +307,7 @@ class AsyncUnroller(Collector):
             self.episodes.returns += message.episode_returns
             self.episodes.lengths += message.episode_lengths
             self._clipped_actions[message.actor_id] = message.clipped_actions
+            self._dropped_episodes[message.actor_id] = message.dropped_episodes
             self._stats["actor_steps_per_s"][message.actor_id] = (
                 message.env_steps / max(message.collect_s, 1e-9)
             )
@@ -406,6 +416,8 @@ class AsyncUnroller(Collector):
     def _handle_control(self, message: tuple) -> None:
         kind, actor_id = message[0], message[1]
         if kind == "error":
+            if len(message) > 3 and message[3]:  # an environment's bad data: one line
+                raise EnvironmentDataError(f"{self._describe(actor_id)}: {message[3]}")
             raise ActorError(f"{self._describe(actor_id)} failed:\n{message[2]}")
 
     def _check_actors(self) -> None:

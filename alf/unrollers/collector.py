@@ -53,6 +53,12 @@ class Collector(abc.ABC):
     def num_clipped_actions(self) -> int:
         """Out-of-bounds continuous actions clipped by the environments so far."""
 
+    @property
+    def num_dropped_episodes(self) -> int:
+        """Episodes the environments ended early for non-finite data so far
+        (``TrainerConfig.nonfinite_data = 'drop_episode'``)."""
+        return 0
+
     @abc.abstractmethod
     def pop_episodes(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the episodes completed since the last call."""
@@ -140,6 +146,11 @@ class UnrollingCollector(Collector):
     def num_clipped_actions(self) -> int:
         """Out-of-bounds continuous actions clipped by the environments so far."""
         return sum(int(getattr(env, "num_clipped_actions", 0)) for env in self.envs)
+
+    @property
+    def num_dropped_episodes(self) -> int:
+        """Episodes the environments ended early for non-finite data so far."""
+        return sum(int(getattr(env, "num_dropped_episodes", 0)) for env in self.envs)
 
     def pop_episodes(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the episodes completed since the last call."""

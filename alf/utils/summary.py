@@ -66,13 +66,18 @@ class SummaryLogger:
         try:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writers = {
-                group: SummaryWriter(os.path.join(root_dir, group), purge_step=purge_step)
-                for group in ("train", "eval")
-            }
+            self._writers = {}
+            for group in ("train", "eval"):
+                self._writers[group] = SummaryWriter(
+                    os.path.join(root_dir, group), purge_step=purge_step
+                )
             path = os.path.join(root_dir, layout.PROGRESS_FILE)
             self._progress = open(path, "a")  # noqa: SIM115
         except BaseException:
+            # Writers already open would write their event files again at exit, after
+            # a failed start has cleaned root_dir up.
+            for writer in getattr(self, "_writers", {}).values():
+                writer.close()
             self._each_tracker("finish", lambda tracker: tracker.finish(failed=True))
             raise
 
