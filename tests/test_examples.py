@@ -33,6 +33,8 @@ TINY = (
     "TrainerConfig.summary_interval=1",
     "TrainerConfig.checkpoint_interval=1000",
     "create_environment.max_episode_steps=50",
+    # (two examples run at once: more threads would only contend for the cores)
+    "TrainerConfig.torch_num_threads=1",
 )
 
 
