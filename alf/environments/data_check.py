@@ -1,8 +1,8 @@
 """Checking what environments return, where it enters ALF: shared by the backends.
 
 Every batch of observations and rewards a backend returns is checked once, cheaply
-(one sum per floating leaf, whose finiteness a NaN or infinity anywhere spoils, and one
-shape comparison per leaf; only a non-finite sum looks further): a
+(one sum over each floating leaf and the reward, which a NaN or infinity anywhere makes
+non-finite, and one shape comparison per leaf; only a non-finite total looks further): a
 non-finite value or a shape that does not fit the observation spec stops the run with
 one line naming the environment, its index, the step of its episode and the
 observation key (:class:`EnvironmentDataError`). With ``drop=True`` a non-finite value
@@ -83,14 +83,18 @@ def describe_observation_mismatch(
     return f"environment {index} of '{env_name}'{at}: {problem}"
 
 
-def _finite_sum(tensor: torch.Tensor) -> bool:
-    """Whether the sum of ``tensor`` is finite (it is not if any element is not), through
-    numpy for a CPU tensor (cheaper than torch's dispatch for the small batches of
-    vector observations)."""
-    if tensor.device.type == "cpu":
-        # (float64: finite float32 values cannot overflow it)
-        return math.isfinite(tensor.numpy().sum(dtype=np.float64))
-    return bool(torch.isfinite(tensor.sum()))
+_add = np.add.reduce
+
+
+def _sum(array: np.ndarray | torch.Tensor) -> float:
+    """The sum of ``array``'s elements, non-finite if any element is (or, rarely, if
+    finite ones overflow: the caller then looks at the elements). Through numpy for a
+    numpy array or CPU tensor: cheaper than torch's dispatch for small batches."""
+    if isinstance(array, np.ndarray):
+        return float(_add(array, None))
+    if array.device.type == "cpu":
+        return float(_add(array.numpy(), None))
+    return float(array.sum())
 
 
 class DataChecker:
@@ -144,9 +148,10 @@ class DataChecker:
         if first is not None and first.any():
             self._episode_start[first] = self._step
 
-    def check(self, observation: Any, reward: torch.Tensor | None) -> np.ndarray | None:
-        """Checks a batch; returns None if it is fine, else (``drop``) the mask of the
-        environments whose episode must end.
+    def check(self, observation: Any, reward: Any) -> np.ndarray | None:
+        """Checks a batch (numpy arrays or tensors, ``[batch_size, ...]``); returns None
+        if it is fine, else (``drop``) the mask of the environments whose episode must
+        end.
 
         Raises:
             EnvironmentDataError: a leaf of the wrong shape, or (without ``drop``) a
@@ -154,26 +159,27 @@ class DataChecker:
         """
         leaves = [observation] if self._single else nest.flatten(observation)
         for leaf, shape, path in zip(leaves, self._shapes, self._paths, strict=True):
-            if leaf.shape != shape:
+            if tuple(leaf.shape) != shape:
                 raise EnvironmentDataError(
                     f"the batch of '{self.env_name}' has {_leaf_name(path)} of shape "
                     f"{tuple(leaf.shape)}, expected {shape} ({shape[0]} environments x the "
                     "observation spec's shape)"
                 )
-        finite = all(_finite_sum(leaves[i]) for i in self._floating)
-        if finite and (reward is None or _finite_sum(reward)):
+        total = 0.0 if reward is None else _sum(reward)
+        for i in self._floating:
+            total += _sum(leaves[i])
+        if math.isfinite(total):
             return None
         return self._non_finite(leaves, reward)
 
-    def _non_finite(
-        self, leaves: Sequence[torch.Tensor], reward: torch.Tensor | None
-    ) -> np.ndarray:
+    def _non_finite(self, leaves: Sequence[Any], reward: Any) -> np.ndarray:
         bad = np.zeros(len(self._episode_start), dtype=bool)
         first_problem = None
         named = [(leaves[i], _leaf_name(self._paths[i])) for i in self._floating]
         if reward is not None:
             named.append((reward, "reward"))
-        for tensor, name in named:
+        for array, name in named:
+            tensor = torch.as_tensor(array)
             rows = ~torch.isfinite(tensor.reshape(tensor.shape[0], -1)).all(dim=1)
             rows_np = rows.numpy()
             if first_problem is None and rows_np.any():

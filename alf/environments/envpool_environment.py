@@ -190,9 +190,9 @@ class EnvPoolEnvironment(AlfEnvironment):
         (obs,) = self._in_env_order(info, obs)
         self._first_next[:] = False
         self._any_first_next = False
-        observation = self._observation(obs)
         self._check.restart()
-        self._check.check(observation, None)
+        self._check.check(obs, None)
+        observation = self._observation(obs)
         return first_time_step(observation, self._zero_action, self._env_id)
 
     def step(self, action: Any) -> TimeStep:
@@ -242,8 +242,8 @@ class EnvPoolEnvironment(AlfEnvironment):
                     prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
             self._first_next = last
             self._any_first_next = bool(last.any())
+        self._check.check(obs, reward)
         observation, reward = self._observation(obs), torch.from_numpy(reward)
-        self._check.check(observation, reward)
         return TimeStep(
             step_type=step_type,
             reward=reward,

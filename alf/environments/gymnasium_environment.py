@@ -144,9 +144,9 @@ class GymnasiumEnvironment(AlfEnvironment):
         obs, _ = self._vector_call(self._env.reset, seed=self._seed)
         self._seed = None  # later resets continue the seeded random streams
         self._first_next[:] = False
-        observation = self._observation(obs)
         self._check.restart()
-        self._checked(observation, None, None)
+        self._checked(obs, None, None)
+        observation = self._observation(obs)
         self._last_observation = observation
         return first_time_step(observation, self._zero_action, self._env_id)
 
@@ -157,10 +157,10 @@ class GymnasiumEnvironment(AlfEnvironment):
         last = np.logical_or(terminated, truncated) & ~first
         step_type = np.where(first, StepType.FIRST, np.where(last, StepType.LAST, StepType.MID))
         discount = np.where(terminated & ~first, 0.0, 1.0)
-        reward = torch.from_numpy(np.where(first, 0.0, reward).astype(np.float32))
-        observation = self._observation(obs)
+        reward = np.where(first, 0.0, reward).astype(np.float32)
         self._check.advance(first)
-        dropped = self._checked(observation, reward, first)
+        dropped = self._checked(obs, reward, first)
+        observation, reward = self._observation(obs), torch.from_numpy(reward)
         if dropped is not None:  # end those episodes at their previous step, truncated
             keep = torch.from_numpy(~dropped)
             observation = nest.map_structure(
@@ -187,7 +187,7 @@ class GymnasiumEnvironment(AlfEnvironment):
         )
 
     def _checked(
-        self, observation: Any, reward: torch.Tensor | None, first: np.ndarray | None
+        self, observation: Any, reward: np.ndarray | None, first: np.ndarray | None
     ) -> np.ndarray | None:
         """The environments whose episode must end for non-finite data (None: none)."""
         dropped = self._check.check(observation, reward)
