@@ -82,6 +82,14 @@ def sync_backend(request: BackendRequest) -> AlfEnvironment:
     vector_env = gym.vector.SyncVectorEnv(
         [make_one] * request.num_envs, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
     )
+    return _gymnasium_environment(vector_env, request)
+
+
+def _gymnasium_environment(
+    vector_env: gym.vector.VectorEnv, request: BackendRequest
+) -> AlfEnvironment:
+    """The :class:`GymnasiumEnvironment` over ``vector_env``, checking its data as the
+    request says."""
     return GymnasiumEnvironment(
         vector_env=vector_env,
         seed=request.seed,
@@ -108,13 +116,7 @@ def vector_entry_point_backend(request: BackendRequest) -> AlfEnvironment:
     vector_env = gym.make_vec(
         env_id, num_envs=request.num_envs, vectorization_mode="vector_entry_point", **kwargs
     )
-    return GymnasiumEnvironment(
-        vector_env=vector_env,
-        seed=request.seed,
-        env_name=request.env_name,
-        first_index=request.first_env_index,
-        drop_nonfinite=request.drop_nonfinite,
-    )
+    return _gymnasium_environment(vector_env, request)
 
 
 def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
