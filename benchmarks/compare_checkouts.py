@@ -294,6 +294,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--bench_args", default=None,
                    help="replace the benchmark's default arguments (a shell-quoted string; "
                         "only with a single --bench)")
+    p.add_argument("--after_args", default="",
+                   help="arguments added for the AFTER checkout only (a shell-quoted string), "
+                        "e.g. '--skip_bare' for a flag the BEFORE checkout does not know")
     p.add_argument("--python", default=sys.executable,
                    help="interpreter for the benchmark runs (default: this one)")
     p.add_argument("--timeout_s", type=float, default=900.0,
@@ -332,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.rounds):
             order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
             print(f"round {i + 1}/{args.rounds} ({' then '.join(order)})", flush=True)
-            runs = {side: run_once(name, side, sides[side], bench_args, args.python,
+            side_args = {"before": bench_args,
+                         "after": bench_args + shlex.split(args.after_args)}
+            runs = {side: run_once(name, side, sides[side], side_args[side], args.python,
                                    args.timeout_s, args.verbose) for side in order}
             failures += sum("error" in r for r in runs.values())
             rounds.append({**runs, "order": order})

@@ -1,4 +1,8 @@
-r"""Benchmark: ALF PPO vs. Stable-Baselines3 PPO on CartPole-v1, same hyperparameters.
+r"""Benchmark: ALF PPO vs. Stable-Baselines3 PPO and a plain-PyTorch PPO loop
+(``bare_ppo.py``) on CartPole-v1, same hyperparameters.
+
+The plain loop is the limit an eager framework can approach: the report gives ALF's
+throughput as a percentage of it (``--skip_bare`` leaves it out).
 
 For every seed, each framework trains in a fresh subprocess (so torch thread settings,
 gin state and imports cannot leak between runs); the frameworks alternate per seed so
@@ -301,6 +305,29 @@ def worker_sb3(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def worker_bare(args: argparse.Namespace) -> dict[str, Any]:
+    """One run of the plain-PyTorch loop in ``bare_ppo.py`` (same hyperparameters; one
+    thread unless ``--alf_threads`` says otherwise, as ALF's config)."""
+    import bare_ppo
+
+    assert bare_ppo.HPARAMS.items() >= {k: v for k, v in HPARAMS.items()
+                                        if k != "normalize_advantage"}.items()
+    result = bare_ppo.train(seed=args.seed, num_env_steps=args.num_env_steps,
+                            eval_every_steps=args.eval_every_steps,
+                            threads=args.alf_threads or 1)
+    result["torch_num_threads_source"] = "--alf_threads (default 1)"
+    return result
+
+
+def _paired_percent(runs: list[dict[str, Any]]) -> list[float]:
+    """ALF's throughput as a percentage of the bare loop's, per seed (the two ran back to
+    back)."""
+    by_seed: dict[int, dict[str, float]] = {}
+    for run in runs:
+        by_seed.setdefault(run["seed"], {})[run["framework"]] = run["throughput"]
+    return [100 * r["alf"] / r["bare"] for r in by_seed.values() if "alf" in r and "bare" in r]
+
+
 # ------------------------------------------------------------------------- reporting
 def _summarize_run(run: dict[str, Any], solved_return: float) -> dict[str, Any]:
     reached = first_reaching(run["evals"], solved_return)
@@ -370,6 +397,11 @@ def _report(results: dict[str, Any]) -> str:
                      f"{agg['reached_solved']}/{agg['num_runs']}"])
     out.append("summary (medians over seeds):")
     out.append(format_table(header, rows))
+    if "alf_percent_of_bare" in results:
+        per_seed = ", ".join(f"{p:.0f}%" for p in results["alf_percent_of_bare_per_seed"])
+        out.append("")
+        out.append(f"ALF throughput = {results['alf_percent_of_bare']:.0f}% of the plain-PyTorch "
+                   f"loop (bare_ppo.py; per seed, runs side by side: {per_seed})")
     ratios = results.get("ratios")
     if ratios:
         out.append("")
@@ -399,7 +431,7 @@ def _warnings(results: dict[str, Any]) -> list[str]:
     """Caveats that change how the numbers should be read."""
     notes = []
     threads = {name: agg["torch_num_threads"] for name, agg in results["summary"].items()}
-    if len(threads) == 2 and threads.get("alf") != threads.get("sb3"):
+    if "alf" in threads and "sb3" in threads and threads["alf"] != threads["sb3"]:
         notes.append(
             f"WARNING: the frameworks used different torch thread counts (ALF "
             f"{threads.get('alf')}, SB3 {threads.get('sb3')}); for these tiny networks the "
@@ -434,13 +466,15 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--solved_return", type=float, default=SOLVED_RETURN,
                    help="evaluation average return that counts as solved (default 475)")
     p.add_argument("--skip_sb3", action="store_true", help="benchmark ALF only")
-    p.add_argument("--skip_alf", action="store_true", help="benchmark SB3 only")
+    p.add_argument("--skip_alf", action="store_true", help="do not run ALF")
+    p.add_argument("--skip_bare", action="store_true",
+                   help="do not run the plain-PyTorch reference loop (bare_ppo.py)")
     p.add_argument("--json", default=None, help="also write the raw numbers to this file")
     p.add_argument("--worker_timeout_s", type=float, default=3600.0,
                    help="kill a run after this many seconds (default 3600)")
     p.add_argument("--verbose", action="store_true", help="show the workers' logs")
     # Internal: run one measurement and print its JSON result line.
-    p.add_argument("--worker", choices=["alf", "sb3"], help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=["alf", "sb3", "bare"], help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -448,6 +482,8 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _worker_main(args: argparse.Namespace) -> None:
     if args.worker == "alf":
         emit_result(worker_alf(args))
+    elif args.worker == "bare":
+        emit_result(worker_bare(args))
     else:
         emit_result(worker_sb3(args))
 
@@ -462,9 +498,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_every_steps < STEPS_PER_ITERATION:
         print(f"--eval_every_steps must be >= {STEPS_PER_ITERATION}", file=sys.stderr)
         return 2
-    frameworks = [f for f, skip in (("alf", args.skip_alf), ("sb3", args.skip_sb3)) if not skip]
+    frameworks = [f for f, skip in (("alf", args.skip_alf), ("sb3", args.skip_sb3),
+                                    ("bare", args.skip_bare)) if not skip]
     if not frameworks:
-        print("nothing to run (--skip_alf and --skip_sb3)", file=sys.stderr)
+        print("nothing to run (--skip_alf, --skip_sb3 and --skip_bare)", file=sys.stderr)
         return 2
     if "sb3" in frameworks and package_version("stable-baselines3") is None:
         print("stable-baselines3 is not installed (it is not an ALF dependency): "
@@ -521,6 +558,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in frameworks if any(r["framework"] == name for r in results["runs"])
     }
     alf, sb3 = results["summary"].get("alf"), results["summary"].get("sb3")
+    bare = results["summary"].get("bare")
+    if alf and bare:
+        results["alf_percent_of_bare"] = 100 * alf["median_throughput"] / bare["median_throughput"]
+        results["alf_percent_of_bare_per_seed"] = _paired_percent(results["runs"])
     if alf and sb3:
         t_alf, t_sb3 = alf["median_time_to_solved_s"], sb3["median_time_to_solved_s"]
         results["ratios"] = {

@@ -4,14 +4,18 @@ subprocess against a ``tmp_path`` root directory with a tiny budget."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -90,6 +94,8 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """Runs ``cmd`` to completion and returns it with text stdout/stderr.
 
+    ``python -m <module>`` commands are forked from a process that has imported torch
+    already (``cli_zygote.py``; set ``ALF_TEST_NO_ZYGOTE=1`` to start each afresh).
     ``pythonpath`` is prepended to ``PYTHONPATH`` (for configs importing user modules).
     """
     env = cli_env()
@@ -97,6 +103,8 @@ def run_cli(
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p
         )
+    if cmd[:2] == [sys.executable, "-m"] and not os.environ.get("ALF_TEST_NO_ZYGOTE"):
+        return _zygote().run(cmd, cwd=str(cwd), env=env, timeout=timeout)
     return subprocess.run(
         cmd,
         cwd=cwd,
@@ -106,6 +114,109 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+class _Zygote:
+    """The client of one ``cli_zygote.py`` process (started on first use, one per test
+    process; safe to use from several threads)."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("cli_zygote.py"))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+            env=cli_env(),
+        )
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._pending: dict[int, dict] = {}
+        self._events: dict[int, threading.Event] = {}
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._out_dir = Path(tempfile.mkdtemp(prefix="alf_cli_"))
+        atexit.register(self.close)
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            reply = json.loads(line)
+            with self._lock:
+                self._pending[reply["id"]].update(reply)
+                if "returncode" in reply or "pid" in reply:
+                    self._events[reply["id"]].set()
+
+    def _wait(self, request_id: int, key: str, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            event = self._events[request_id]
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            event.wait(remaining)
+            with self._lock:
+                if key in self._pending[request_id]:
+                    return True
+                event.clear()
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if self._proc.poll() is not None:
+                raise RuntimeError("the test CLI zygote ended")
+
+    def run(
+        self, cmd: list[str], *, cwd: str, env: dict[str, str], timeout: float
+    ) -> subprocess.CompletedProcess:
+        with self._lock:
+            request_id = self._next_id
+            self._next_id += 1
+            self._pending[request_id] = {}
+            self._events[request_id] = threading.Event()
+            out = self._out_dir / f"{request_id}.out"
+            err = self._out_dir / f"{request_id}.err"
+            request = {
+                "id": request_id,
+                "module": cmd[2],
+                "args": cmd[3:],
+                "cwd": cwd,
+                "env": env,
+                "stdout": str(out),
+                "stderr": str(err),
+            }
+            self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            self._proc.stdin.flush()
+        self._wait(request_id, "pid", 60)
+        if not self._wait(request_id, "returncode", timeout):
+            os.kill(self._pending[request_id]["pid"], signal.SIGKILL)
+            self._wait(request_id, "returncode", 60)
+            raise subprocess.TimeoutExpired(cmd, timeout)
+        result = subprocess.CompletedProcess(
+            cmd,
+            self._pending[request_id]["returncode"],
+            out.read_text(errors="replace"),
+            err.read_text(errors="replace"),
+        )
+        out.unlink()
+        err.unlink()
+        with self._lock:
+            del self._pending[request_id], self._events[request_id]
+        return result
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+        shutil.rmtree(self._out_dir, ignore_errors=True)
+
+
+_ZYGOTE: list[_Zygote] = []
+_ZYGOTE_LOCK = threading.Lock()
+
+
+def _zygote() -> _Zygote:
+    with _ZYGOTE_LOCK:
+        if not _ZYGOTE or _ZYGOTE[0]._proc.poll() is not None:
+            _ZYGOTE[:] = [_Zygote()]
+        return _ZYGOTE[0]
 
 
 def run_many(

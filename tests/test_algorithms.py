@@ -164,6 +164,11 @@ def test_train_step_and_calc_loss_shapes():
     assert loss_info.loss.shape == ()
     assert set(loss_info.extra) == {"pg_loss", "value_loss", "entropy", "clip_fraction"}
     assert loss_info.extra["clip_fraction"].item() == 0.0
+    # Off the summary iterations: the same loss, without the statistics only summaries use.
+    algorithm.record_statistics = False
+    lean = algorithm.calc_loss(info)
+    assert set(lean.extra) == {"pg_loss", "value_loss"}
+    assert torch.equal(lean.loss, loss_info.loss)
     loss_info.loss.backward()
     assert algorithm.actor_network.logits.weight.grad is not None
 
@@ -258,7 +263,8 @@ def test_update_with_gradient_changes_parameters():
     before = _params(algorithm)
     loss = sum((p**2).sum() for p in algorithm.parameters())
     stats = algorithm.update_with_gradient(LossInfo(loss=loss))
-    assert set(stats) == {"grad_norm"} and stats["grad_norm"] > 0
+    assert set(stats) == {"grad_norm", "skipped"} and stats["grad_norm"] > 0
+    assert float(stats["skipped"]) == 0.0
     assert algorithm.num_skipped_updates == 0
     assert any(not torch.equal(a, b) for a, b in zip(before, _params(algorithm), strict=True))
 
@@ -286,14 +292,15 @@ def test_update_with_gradient_skips_non_finite(kind):
         loss = (params[0] * 0).abs().sqrt().sum()
         assert torch.isfinite(loss)
     stats = algorithm.update_with_gradient(LossInfo(loss=loss))
-    assert stats == {"skipped": 1.0}
+    assert float(stats["skipped"]) == 1.0
     assert algorithm.num_skipped_updates == 1
     for a, b in zip(before, _params(algorithm), strict=True):
         assert torch.equal(a, b)
     # A later good update still works.
     good = sum((p**2).sum() for p in algorithm.parameters())
-    assert "grad_norm" in algorithm.update_with_gradient(LossInfo(loss=good))
+    assert float(algorithm.update_with_gradient(LossInfo(loss=good))["skipped"]) == 0.0
     assert algorithm.num_skipped_updates == 1
+    assert any(not torch.equal(a, b) for a, b in zip(before, _params(algorithm), strict=True))
 
 
 def test_train_from_unroll_runs_epochs_of_mini_batches():

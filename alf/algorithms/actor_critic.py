@@ -213,13 +213,12 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
         pg_loss = self.policy_loss(info, self.advantages(info)).mean()
         value_loss = self.value_loss(info).mean()
-        entropy = info.entropy.mean()
-        loss = pg_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy
-        return LossInfo(
-            loss=loss,
-            extra={
-                "pg_loss": pg_loss.detach(),
-                "value_loss": value_loss.detach(),
-                "entropy": entropy.detach(),
-            },
-        )
+        loss = pg_loss + self.value_loss_coef * value_loss
+        extra = {"pg_loss": pg_loss.detach(), "value_loss": value_loss.detach()}
+        if self.entropy_coef:  # (with a zero weight it would still cost a backward pass)
+            entropy = info.entropy.mean()
+            loss = loss - self.entropy_coef * entropy
+            extra["entropy"] = entropy.detach()
+        elif self.record_statistics:
+            extra["entropy"] = info.entropy.detach().mean()
+        return LossInfo(loss=loss, extra=extra)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -10,13 +12,21 @@ import gin
 import torch
 import torch.nn as nn
 
+from alf.algorithms.optimizer_step import LeanStep, clip_coefficient, non_finite
 from alf.data_structures import LossInfo
 from alf.utils.schedules import Schedule, as_schedule
 
 if TYPE_CHECKING:
     from alf.utils.distributed import DataParallelLoss
 
-__all__ = ["MIXED_PRECISION_DTYPES", "Algorithm", "OptimizerCtor", "default_optimizer"]
+__all__ = [
+    "MIXED_PRECISION_DTYPES",
+    "Algorithm",
+    "OptimizerCtor",
+    "compile_cache_dir",
+    "default_optimizer",
+    "was_skipped",
+]
 
 MIXED_PRECISION_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 """Values of ``TrainerConfig.mixed_precision`` and the autocast dtype each one means."""
@@ -38,6 +48,20 @@ def default_optimizer(params: Iterable[nn.Parameter], lr: float) -> torch.optim.
         return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.Adam(params, lr=lr, eps=1e-5)
+
+
+def compile_cache_dir() -> str:
+    """Where ``torch.compile`` keeps compiled code between runs: ``TORCHINDUCTOR_CACHE_DIR``
+    if set, else ``~/.cache/alf/torch_compile`` (rather than torch's default under /tmp,
+    which a reboot empties)."""
+    default = os.path.join(os.path.expanduser("~"), ".cache", "alf", "torch_compile")
+    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", default)
+
+
+def was_skipped(update: dict[str, Any]) -> bool:
+    """Whether the update :meth:`Algorithm.update_with_gradient` returned was skipped
+    (waits for the device)."""
+    return bool(update["skipped"])
 
 
 class Algorithm(nn.Module):
@@ -73,7 +97,11 @@ class Algorithm(nn.Module):
         self._max_grad_norm = max_grad_norm
         self._optimizer: torch.optim.Optimizer | None = None
         self._optimized: list[torch.Tensor] = []  # the optimizer's parameters, flattened
-        self.num_skipped_updates = 0
+        self._skipped_on_host = 0
+        self._skipped_on_device: torch.Tensor | int = 0
+        self._lean_step: LeanStep | None = None
+        self._compile = False
+        self._compiled_losses: dict[Any, Callable[..., LossInfo]] = {}
         self._data_parallel: DataParallelLoss | None = None
         self._autocast_dtype: torch.dtype | None = None
         self._grad_scaler: torch.amp.GradScaler | None = None
@@ -91,6 +119,7 @@ class Algorithm(nn.Module):
         *,
         data_parallel: DataParallelLoss | None = None,
         mixed_precision: str | None = None,
+        compile: bool = False,  # noqa: A002 - TrainerConfig.compile
     ) -> None:
         """Sets how :meth:`compute_loss` and :meth:`update_with_gradient` run.
 
@@ -100,7 +129,15 @@ class Algorithm(nn.Module):
             mixed_precision: ``"bfloat16"`` or ``"float16"`` to compute losses under
                 ``torch.autocast`` (float16 also scales the loss against underflow with a
                 ``GradScaler``); None: float32.
+            compile: compile every loss function given to :meth:`compute_loss` (and so
+                its backward pass) with ``torch.compile``, on first use; with CUDA graphs
+                (``mode="reduce-overhead"``) on a GPU. Compiled code is cached on disk
+                (:func:`compile_cache_dir`), so a resumed or repeated run starts fast.
         """
+        if compile and data_parallel is not None:
+            raise ValueError("compiled updates are not supported in data-parallel runs yet")
+        self._compile = compile
+        self._compiled_losses: dict[Any, Callable[..., LossInfo]] = {}
         if mixed_precision is not None and mixed_precision not in MIXED_PRECISION_DTYPES:
             raise ValueError(
                 f"mixed_precision must be one of {sorted(MIXED_PRECISION_DTYPES)} or None, "
@@ -138,10 +175,21 @@ class Algorithm(nn.Module):
             if self._autocast_dtype is not None
             else nullcontext()
         )
+        if self._compile:
+            loss_fn = self._compiled_loss(loss_fn)
         with autocast:
             if self._data_parallel is not None:
                 return self._data_parallel(loss_fn, *args)
             return loss_fn(*args)
+
+    def _compiled_loss(self, loss_fn: Callable[..., LossInfo]) -> Callable[..., LossInfo]:
+        key = getattr(loss_fn, "__func__", loss_fn)  # one per method, not per bound object
+        compiled = self._compiled_losses.get(key)
+        if compiled is None:
+            compile_cache_dir()
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            compiled = self._compiled_losses[key] = torch.compile(loss_fn, mode=mode)
+        return compiled
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -168,21 +216,63 @@ class Algorithm(nn.Module):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def update_with_gradient(self, loss_info: LossInfo) -> dict[str, Any]:
-        """One optimizer step on ``loss_info.loss``.
+    def update_with_gradient(self, loss_info: LossInfo) -> dict[str, torch.Tensor]:
+        """One optimizer step on ``loss_info.loss``, or none when the loss or the gradient
+        is not finite (the parameters and the optimizer state are then left unchanged, and
+        the update is counted in :attr:`num_skipped_updates`).
+
+        With a fused Adam or AdamW (the default) and neither data parallelism nor float16,
+        the step waits for nothing on the host: the gradient is clipped by a tensor
+        coefficient and the skip happens inside the optimizer's kernel
+        (:class:`~alf.algorithms.optimizer_step.LeanStep`).
 
         Returns:
-            ``{"grad_norm": <scalar tensor>}``, or ``{"skipped": 1.0}`` when the loss or
-            the gradient was not finite (the parameters are then left unchanged).
+            ``{"grad_norm": <0-d tensor>, "skipped": <0-d float tensor, 1.0 if skipped>}``;
+            read ``skipped`` with :func:`was_skipped` (it may still be on the device).
         """
+        if self._data_parallel is None and self._grad_scaler is None:
+            lean = self._lean_step
+            if lean is None and LeanStep.supports(self.optimizer):
+                lean = self._lean_step = LeanStep(optimizer=self.optimizer)
+            if lean is not None:
+                return self._lean_update(loss_info.loss, lean)
+        return self._checked_update(loss_info.loss)
+
+    def _clear_gradients(self) -> None:
+        for p in self._optimized:
+            p.grad = None
+
+    def _gradients(self) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The optimized parameters' gradients and their global norm."""
+        grads = [p.grad for p in self._optimized if p.grad is not None]
+        if not grads:
+            raise RuntimeError("The loss does not depend on any optimized parameter")
+        # One norm over the concatenated gradient: much cheaper than per-tensor norms
+        # for the many small tensors of RL networks.
+        return grads, torch.cat([g.reshape(-1).float() for g in grads]).norm()
+
+    def _lean_update(self, loss: torch.Tensor, lean: LeanStep) -> dict[str, torch.Tensor]:
+        self.optimizer  # noqa: B018 - fills self._optimized
+        self._clear_gradients()
+        loss.backward()
+        grads, grad_norm = self._gradients()
+        skipped = non_finite(loss, grad_norm)
+        if self._max_grad_norm is not None:
+            torch._foreach_mul_(grads, clip_coefficient(grad_norm, self._max_grad_norm))
+        lean.step(skipped)
+        self._skipped_on_device = self._skipped_on_device + skipped
+        return {"grad_norm": grad_norm.detach(), "skipped": skipped}
+
+    def _checked_update(self, loss: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The update with the finiteness checks on the host: any optimizer, float16 loss
+        scaling, and data-parallel runs (whose all-reduce reports finiteness)."""
         optimizer = self.optimizer
-        loss = loss_info.loss
         scaler = self._grad_scaler
         # In a data-parallel run every rank must take part in the backward pass (its
         # all-reduce), so a non-finite loss is only dropped after it.
         if self._data_parallel is None and not torch.isfinite(loss):
             return self._skip_update(unscaled=False)
-        optimizer.zero_grad(set_to_none=True)
+        self._clear_gradients()
         scaled = scaler.scale(loss) if scaler is not None else loss
         all_finite = True
         if self._data_parallel is not None:
@@ -191,33 +281,34 @@ class Algorithm(nn.Module):
             scaled.backward()
         if scaler is not None:
             scaler.unscale_(optimizer)
-        grads = [p.grad for p in self._optimized if p.grad is not None]
-        # One norm over the concatenated gradient: much cheaper than per-tensor norms
-        # for the many small tensors of RL networks.
-        if not grads:
-            raise RuntimeError("The loss does not depend on any optimized parameter")
-        grad_norm = torch.cat([g.reshape(-1).float() for g in grads]).norm()
+        grads, grad_norm = self._gradients()
         if not all_finite or not torch.isfinite(grad_norm):
             # float16: an overflow of the scaled gradient; the scaler lowers its scale.
             return self._skip_update(unscaled=scaler is not None)
-        if self._max_grad_norm is not None and grad_norm > self._max_grad_norm:
-            torch._foreach_mul_(grads, self._max_grad_norm / (float(grad_norm) + 1e-6))
+        if self._max_grad_norm is not None:
+            torch._foreach_mul_(grads, clip_coefficient(grad_norm, self._max_grad_norm))
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
         else:
             optimizer.step()
-        return {"grad_norm": grad_norm.detach()}
+        return {"grad_norm": grad_norm.detach(), "skipped": torch.zeros(())}
 
-    def _skip_update(self, *, unscaled: bool) -> dict[str, Any]:
-        self.optimizer.zero_grad(set_to_none=True)
+    def _skip_update(self, *, unscaled: bool) -> dict[str, torch.Tensor]:
+        self._clear_gradients()
         if unscaled:
             # Without gradients the step changes nothing; it and update() let the scaler
             # lower its scale after an overflow.
             self._grad_scaler.step(self.optimizer)
             self._grad_scaler.update()
-        self.num_skipped_updates += 1
-        return {"skipped": 1.0}
+        self._skipped_on_host += 1
+        return {"grad_norm": torch.full((), math.nan), "skipped": torch.ones(())}
+
+    @property
+    def num_skipped_updates(self) -> int:
+        """Updates skipped so far for a non-finite loss or gradient (reading it waits for
+        the device)."""
+        return self._skipped_on_host + int(self._skipped_on_device)
 
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything needed to resume: parameters, buffers, optimizer state (and the

@@ -11,6 +11,7 @@ from absl import logging
 from torch.func import functional_call
 
 from alf import nest
+from alf.algorithms.algorithm import was_skipped
 from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
 from alf.config import invalid_value
@@ -276,7 +277,8 @@ class OffPolicyAlgorithm(RLAlgorithm):
         for _ in range(self.num_updates_per_train_iter):
             exp, num_online = self.sample_batch()
             loss_info, update = self.update_on(exp)
-            if "skipped" in update:
+            # Known on the host already: update_on asked it for after_update.
+            if was_skipped(update):
                 num_skipped += 1
                 continue
             if prioritized and num_online and isinstance(loss_info.priority, torch.Tensor):

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from alf import nest
+from alf.algorithms.algorithm import was_skipped
 from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
 from alf.config import invalid_value
 from alf.data_structures import Experience, LossInfo
@@ -126,12 +127,10 @@ class OnPolicyAlgorithm(RLAlgorithm):
             else:
                 yield from torch.randperm(num_items).tensor_split(num_batches)
 
-    def _record(self, update: tuple[Any, dict[str, Any]], stats: list[dict[str, Any]]) -> bool:
+    @staticmethod
+    def _record(update: tuple[Any, dict[str, Any]], stats: list[dict[str, Any]]) -> None:
         loss_info, result = update
-        if "skipped" in result:
-            return False
         stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **result})
-        return True
 
     def _train_steps(
         self, exp: Experience, valid: torch.Tensor
@@ -149,7 +148,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
             if mini.step_type.shape[0] == 0:
                 num_skipped += self._update_with_zero_loss()
                 continue
-            num_skipped += not self._record(self.update_on(mini), stats)
+            self._record(self.update_on(mini), stats)
         return stats, num_skipped
 
     def _update_with_zero_loss(self) -> int:
@@ -162,7 +161,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
             return LossInfo(loss=sum((p * 0.0).sum() for p in self.optimized_parameters))
 
         update = self.update_with_gradient(self.compute_loss(zero_loss))
-        if "skipped" in update:
+        if was_skipped(update):
             return 1
         self.after_update()
         return 0
@@ -196,7 +195,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
             if self.is_data_parallel and not mask.any():
                 num_skipped += self._update_with_zero_loss()
                 continue
-            num_skipped += not self._record(self.update_on_sequence(mini, mask), stats)
+            self._record(self.update_on_sequence(mini, mask), stats)
         return stats, num_skipped
 
     def update_on_sequence(
@@ -206,8 +205,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
         reset at FIRST steps), then ``calc_loss`` on the steps where ``valid``."""
         loss_info = self.compute_loss(self._sequence_loss, exp, valid)
         update = self.update_with_gradient(loss_info)
-        if "skipped" not in update:
-            self.after_update()
+        self.after_applied_update(update)
         return loss_info, update
 
     def _sequence_loss(self, exp: Experience, valid: torch.Tensor) -> LossInfo:
@@ -231,19 +229,30 @@ class OnPolicyAlgorithm(RLAlgorithm):
 
 
 def summarize_updates(stats: list[dict[str, Any]], num_skipped: int) -> dict[str, Any]:
-    """Means of per-update statistics, plus ``skipped`` (the fraction of updates skipped
-    for a non-finite loss; 1.0 means the iteration learned nothing).
+    """Means of per-update statistics over the updates applied, plus ``skipped`` (the
+    fraction of updates skipped for a non-finite loss; 1.0 means the iteration learned
+    nothing).
 
-    The means stay 0-d tensors (converting each to a Python float costs a few
-    microseconds, which adds up when an off-policy run summarizes every 1000th of
-    thousands of one-update iterations); the trainer converts the ones it writes.
+    ``stats`` holds one dict per update, with its ``"skipped"`` (0 or 1, from
+    :meth:`~alf.algorithms.algorithm.Algorithm.update_with_gradient`); ``num_skipped``
+    counts updates skipped without an entry. The means stay 0-d tensors, computed without
+    waiting for the device (converting each to a Python float costs a few microseconds,
+    which adds up when an off-policy run summarizes every 1000th of thousands of
+    one-update iterations); the trainer converts the ones it writes.
     """
     total = len(stats) + num_skipped
-    result: dict[str, Any] = {"skipped": num_skipped / max(total, 1)}
-    if len(stats) == 1:
-        result.update(stats[0])
-    elif stats:
-        for name in stats[0]:
-            values = [torch.as_tensor(s[name], dtype=torch.float32) for s in stats]
-            result[name] = torch.stack(values).mean()
+    if not stats:
+        return {"skipped": num_skipped / max(total, 1)}
+    if len(stats) == 1 and not num_skipped:
+        return dict(stats[0])  # the common off-policy case: no work at all
+    skipped = torch.stack([torch.as_tensor(s["skipped"], dtype=torch.float32) for s in stats])
+    applied = skipped == 0
+    num_applied = applied.sum()  # 0: every mean is NaN (nothing was learned)
+    result: dict[str, Any] = {"skipped": (skipped.sum() + num_skipped) / total}
+    for name in stats[0]:
+        if name == "skipped":
+            continue
+        values = torch.stack([torch.as_tensor(s[name], dtype=torch.float32) for s in stats])
+        # A skipped update's loss may be NaN: where() keeps it out of the sum.
+        result[name] = torch.where(applied, values, 0.0).sum() / num_applied
     return result

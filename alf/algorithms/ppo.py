@@ -102,7 +102,8 @@ class ClipSchedule:
 class ClippedObjective:
     """PPO's clipped policy and value losses for an :class:`ActorCriticAlgorithm`
     subclass (list it first among the bases): the scheduled ``clip``, ``policy_loss``,
-    ``value_loss``, and ``clip_fraction`` in ``calc_loss``'s statistics. The subclass
+    ``value_loss``, and ``clip_fraction`` in ``calc_loss``'s statistics (on the
+    iterations that record them, see ``RLAlgorithm.record_statistics``). The subclass
     calls :meth:`_set_clip` in its constructor."""
 
     def _set_clip(self, clip: float | Schedule, value_clip: float | None) -> None:
@@ -127,6 +128,8 @@ class ClippedObjective:
 
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
         loss_info = super().calc_loss(info)
+        if not self.record_statistics:
+            return loss_info
         fraction = clip_fraction(info.log_prob, info.rollout.log_prob, self.clip)
         return loss_info._replace(extra={**loss_info.extra, "clip_fraction": fraction})
 

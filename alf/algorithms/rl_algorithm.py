@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from alf import nest
-from alf.algorithms.algorithm import Algorithm
+from alf.algorithms.algorithm import Algorithm, was_skipped
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep, Trajectory
 from alf.data_transformers import DataTransformerChain
 from alf.tensor_specs import TensorSpec, zeros_from_spec
@@ -158,6 +158,11 @@ class RLAlgorithm(Algorithm):
         """
         return exp
 
+    record_statistics: bool = True
+    """Whether this iteration's updates compute the statistics that only summaries use
+    (e.g. PPO's clip fraction, an entropy that is not in the loss). The trainer sets it
+    to True only on iterations whose summary it writes; losses are always returned."""
+
     def after_update(self) -> None:  # noqa: B027 - optional hook
         """Called after every gradient update that was applied (not after one skipped
         for a non-finite loss), e.g. for target-network updates."""
@@ -171,14 +176,19 @@ class RLAlgorithm(Algorithm):
         then :meth:`after_update` if the update was applied.
 
         Returns:
-            The loss and what ``update_with_gradient`` returned (``"skipped"`` in it when
-            the loss or gradient was not finite).
+            The loss and what ``update_with_gradient`` returned (its ``"skipped"`` is 1
+            when the loss or gradient was not finite).
         """
         loss_info = self.compute_loss(self._batch_loss, exp)
         update = self.update_with_gradient(loss_info)
-        if "skipped" not in update:
-            self.after_update()
+        self.after_applied_update(update)
         return loss_info, update
+
+    def after_applied_update(self, update: dict[str, Any]) -> None:
+        """Calls :meth:`after_update` if ``update`` was applied. An algorithm that does not
+        override :meth:`after_update` never waits here for the device to say so."""
+        if type(self).after_update is not RLAlgorithm.after_update and not was_skipped(update):
+            self.after_update()
 
     def _batch_loss(self, exp: Experience) -> LossInfo:
         return self.calc_loss(self.train_step(exp, (), exp.rollout_info).info)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from absl import logging
 
 from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.config import invalid_value
 from alf.utils.distributed import DataParallelLoss, DistributedContext
 
 __all__ = [
@@ -133,13 +134,25 @@ def configure_training(
     *,
     find_unused_parameters: bool,
     mixed_precision: str | None,
+    compile: bool = False,  # noqa: A002 - TrainerConfig.compile
 ) -> None:
     """Configures how ``algorithm`` trains: as one replica of a data-parallel run
     (:func:`divide_mini_batch` and :func:`enable_data_parallel`) when ``context`` is
-    given, otherwise alone; with ``mixed_precision`` either way."""
+    given, otherwise alone (compiled if ``compile``); with ``mixed_precision`` either way.
+
+    Raises:
+        ConfigValueError: ``compile`` in a data-parallel run.
+    """
     if context is None:
-        algorithm.configure_training(mixed_precision=mixed_precision)
+        algorithm.configure_training(mixed_precision=mixed_precision, compile=compile)
         return
+    if compile:
+        raise invalid_value(
+            "TrainerConfig.compile",
+            compile,
+            "False in a data-parallel run (compiled updates inside DistributedDataParallel "
+            "are not supported yet)",
+        )
     divide_mini_batch(algorithm, context)
     enable_data_parallel(
         algorithm,

@@ -144,6 +144,7 @@ class RLTrainer:
             context,
             find_unused_parameters=config.find_unused_parameters,
             mixed_precision=config.mixed_precision,
+            compile=config.compile,
         )
         self._refresh_rollout_algorithm()
         # Built last: async actors get the restored parameters and step counts.
@@ -290,6 +291,9 @@ class RLTrainer:
                 self.algorithm.set_progress(self.progress())
                 if self.rollout_algorithm is not self.algorithm:
                     self.rollout_algorithm.set_progress(self.progress())
+                self.algorithm.record_statistics = (
+                    self.iteration + 1
+                ) % config.summary_interval == 0
                 tick = time.perf_counter()
                 stats, steps = self._train_iteration()
                 elapsed = time.perf_counter() - tick

@@ -1,0 +1,127 @@
+"""One gradient step without host synchronisation: clipping by a tensor coefficient,
+the non-finite skip decided on the device, and fused Adam called through its kernel.
+
+:class:`Algorithm.update_with_gradient <alf.algorithms.algorithm.Algorithm>` uses
+:class:`LeanStep` when its optimizer is a single-group fused ``torch.optim.Adam`` or
+``AdamW`` (ALF's default optimizer is one). Every other optimizer keeps torch's own
+``step()``, still with the device-side skip when it understands ``found_inf`` (torch's
+fused optimizers), or the host check otherwise.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["LeanStep", "clip_coefficient", "non_finite"]
+
+
+def non_finite(loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor:
+    """``1.0`` (float, on the device) if the loss or the gradient norm is not finite,
+    else ``0.0``; no host synchronisation."""
+    return (~torch.isfinite(grad_norm.float() + loss.detach().float())).float()
+
+
+def clip_coefficient(grad_norm: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """The factor that scales a gradient of norm ``grad_norm`` to at most ``max_norm``
+    (1 when it is already within), as a tensor."""
+    return (max_norm / (grad_norm + 1e-6)).clamp(max=1.0)
+
+
+class LeanStep:
+    """Steps a single-group fused Adam or AdamW directly through ``torch._fused_adam_``
+    (``_fused_adamw_``), with lists of its state built once, so that a step costs two
+    ``foreach`` calls and the kernel instead of ``Optimizer.step``'s per-step grouping,
+    hooks and profiling. The state lives in ``optimizer.state`` as torch keeps it, so
+    checkpoints and ``optimizer.step()`` stay interchangeable with this.
+
+    Args:
+        optimizer: checked with :meth:`supports`.
+    """
+
+    def __init__(self, *, optimizer: torch.optim.Optimizer) -> None:
+        if not self.supports(optimizer):
+            raise ValueError(f"LeanStep cannot step {type(optimizer).__name__}")
+        self._optimizer = optimizer
+        group = optimizer.param_groups[0]
+        self._params: list[torch.Tensor] = list(group["params"])
+        self._kernel = (
+            torch._fused_adamw_
+            if isinstance(optimizer, torch.optim.AdamW) or group.get("decoupled_weight_decay")
+            else torch._fused_adam_
+        )
+        self._state_lists: tuple[list[torch.Tensor], ...] | None = None
+
+    @staticmethod
+    def supports(optimizer: torch.optim.Optimizer) -> bool:
+        """Whether ``optimizer`` is an Adam or AdamW this can step: one parameter group,
+        ``fused=True``, and no AMSGrad, ``maximize``, ``capturable``, ``differentiable``
+        or tensor learning rate."""
+        if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
+            return False
+        if len(optimizer.param_groups) != 1 or not hasattr(torch, "_fused_adam_"):
+            return False
+        group = optimizer.param_groups[0]
+        return (
+            bool(group.get("fused"))
+            and not group.get("amsgrad")
+            and not group.get("maximize")
+            and not group.get("capturable")
+            and not group.get("differentiable")
+            and not isinstance(group.get("lr"), torch.Tensor)
+        )
+
+    def _states(self) -> tuple[list[torch.Tensor], ...] | None:
+        """``(exp_avgs, exp_avg_sqs, steps)``, or None before the optimizer has state for
+        every parameter. Rebuilt when the state tensors were replaced (a checkpoint load)."""
+        state = self._optimizer.state
+        cached = self._state_lists
+        first = state.get(self._params[0])
+        if cached is not None and first is not None and first.get("exp_avg") is cached[0][0]:
+            return cached
+        if any("exp_avg" not in state.get(p, {}) for p in self._params):
+            return None
+        self._state_lists = (
+            [state[p]["exp_avg"] for p in self._params],
+            [state[p]["exp_avg_sq"] for p in self._params],
+            [state[p]["step"] for p in self._params],
+        )
+        return self._state_lists
+
+    def step(self, found_inf: torch.Tensor) -> None:
+        """One step on the parameters' ``.grad``, or no change at all (parameters, moments
+        and step counts) where ``found_inf`` is 1."""
+        grads = [p.grad for p in self._params]
+        states = self._states()
+        if states is None or any(g is None for g in grads):
+            # The first step creates the state; a parameter without a gradient is left
+            # out by torch's own step (as torch does).
+            self._optimizer.found_inf = found_inf  # type: ignore[attr-defined]
+            try:
+                self._optimizer.step()
+            finally:
+                del self._optimizer.found_inf  # type: ignore[attr-defined]
+            return
+        exp_avgs, exp_avg_sqs, steps = states
+        # Read every step: a schedule sets the learning rate, and a checkpoint load
+        # replaces the group.
+        group = self._optimizer.param_groups[0]
+        beta1, beta2 = group["betas"]
+        torch._foreach_add_(steps, 1)
+        self._kernel(
+            self._params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            amsgrad=False,
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=False,
+            grad_scale=None,
+            found_inf=found_inf,
+        )
+        torch._foreach_sub_(steps, [found_inf] * len(steps))
