@@ -56,6 +56,7 @@ __all__ = [
     "PolicySignature",
     "TensorInfo",
     "export_policy",
+    "named_leaves",
     "read_signature",
 ]
 
@@ -67,6 +68,9 @@ SIGNATURE_KEY = "alf_signature"
 
 ONNX_OPSET = 17
 """The ONNX opset of exported models (onnxruntime 1.14 and later run it)."""
+
+STATE_PREFIXES = ("policy_state", "transform_state")
+"""Names of the state inputs start with one of these (outputs with ``next_``)."""
 
 BATCH = "batch"
 """Name of the dynamic batch axis in shapes."""
@@ -117,7 +121,11 @@ class PolicySignature:
     @property
     def state_names(self) -> list[tuple[str, str]]:
         """``(input, output)`` name pairs of the state fed back each step."""
-        return [(t.name, f"next_{t.name}") for t in self.inputs if "_state" in t.name]
+        return [
+            (t.name, f"next_{t.name}")
+            for t in self.inputs
+            if t.name.split(".")[0] in STATE_PREFIXES
+        ]
 
     def to_json(self) -> str:
         """The signature as JSON (``{"inputs": [...], "outputs": [...]}``)."""
@@ -141,16 +149,17 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _named_specs(prefix: str, specs: Any) -> list[tuple[str, Any]]:
-    """``(name, spec)`` of every leaf of ``specs``: ``prefix`` for a single leaf at the
-    root, else ``prefix.<dotted path>``."""
+def named_leaves(prefix: str, tree: Any) -> list[tuple[str, Any]]:
+    """``(name, leaf)`` of every leaf of ``tree`` (specs or tensors), in the order of
+    :func:`alf.nest.flatten`, named as in an exported policy: ``prefix`` for a single
+    leaf at the root, else ``prefix.<dotted path>`` (e.g. ``observation.action_mask``)."""
     named: list[tuple[str, Any]] = []
 
-    def visit(path: str, spec: Any) -> Any:
-        named.append((f"{prefix}.{path}" if path else prefix, spec))
-        return spec
+    def visit(path: str, leaf: Any) -> Any:
+        named.append((f"{prefix}.{path}" if path else prefix, leaf))
+        return leaf
 
-    nest.map_structure_with_path(visit, specs)
+    nest.map_structure_with_path(visit, tree)
     return named
 
 
@@ -177,9 +186,9 @@ class GreedyPolicy(nn.Module):
         self._action_spec = algorithm.action_spec
         self._inputs = [
             ("step_type", None),
-            *_named_specs("observation", self._observation_spec),
-            *_named_specs("policy_state", self._policy_state_spec),
-            *_named_specs("transform_state", self._transform_state_spec),
+            *named_leaves("observation", self._observation_spec),
+            *named_leaves("policy_state", self._policy_state_spec),
+            *named_leaves("transform_state", self._transform_state_spec),
         ]
         self._num_observations = len(nest.flatten(self._observation_spec))
         self._num_policy_states = len(nest.flatten(self._policy_state_spec))
@@ -195,11 +204,11 @@ class GreedyPolicy(nn.Module):
 
         inputs = [TensorInfo(name="step_type", shape=(BATCH,), dtype="int32")]
         inputs += [info(name, spec) for name, spec in self._inputs[1:]]
-        outputs = [info(name, spec) for name, spec in _named_specs("action", self._action_spec)]
+        outputs = [info(name, spec) for name, spec in named_leaves("action", self._action_spec)]
         outputs += [
             TensorInfo(name=f"next_{t.name}", shape=t.shape, dtype=t.dtype)
             for t in inputs
-            if t.name.startswith(("policy_state", "transform_state"))
+            if t.name.split(".")[0] in STATE_PREFIXES
         ]
         return PolicySignature(inputs=tuple(inputs), outputs=tuple(outputs))
 
@@ -351,10 +360,33 @@ def _write_onnx(
         opset_version=ONNX_OPSET,
     )
     model = onnx.load(path)
+    _restore_unused_inputs(model, signature)
     entry = model.metadata_props.add()
     entry.key = SIGNATURE_KEY
     entry.value = signature.to_json()
     onnx.save(model, path)
+
+
+def _restore_unused_inputs(model: Any, signature: PolicySignature) -> None:
+    """Puts back the inputs the exporter dropped because no output depends on them
+    (``step_type`` of a stateless policy), so every exported policy takes all the inputs
+    of its signature, in its order."""
+    import onnx
+
+    present = {value.name: value for value in model.graph.input}
+    if all(name in present for name in signature.input_names):
+        return
+    inputs = []
+    for tensor in signature.inputs:
+        value = present.get(tensor.name)
+        if value is None:
+            elem_type = onnx.helper.np_dtype_to_tensor_dtype(
+                torch.empty((), dtype=getattr(torch, tensor.dtype)).numpy().dtype
+            )
+            value = onnx.helper.make_tensor_value_info(tensor.name, elem_type, list(tensor.shape))
+        inputs.append(value)
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
 
 
 def read_signature(path: str) -> PolicySignature:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-
-from typing import Any
 
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import TimeStep

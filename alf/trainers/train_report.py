@@ -115,6 +115,7 @@ def write_eval_summary(
         len(result.returns),
     )
 
+
 RATE_WINDOW_S = 60.0
 """Seconds of recent progress the console's rate and ETA are measured over."""
 
