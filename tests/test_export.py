@@ -7,6 +7,8 @@ same next states, step by step and all steps as one batch."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -60,10 +62,12 @@ RUNS = {
         "PPOAlgorithm.num_epochs=1",
     ),
 }
-# The format each run is exported to through the command line (the other one in-process).
+# The format each run is exported to through the command line (the other one in-process),
+# and the checkpoint it names: the newest, a copied checkpoint file, an iteration.
 CLI_FORMAT = {"mlp": "onnx", "lstm": "torchscript", "cnn": "onnx"}
+CLI_CHECKPOINT = {"mlp": None, "lstm": "copy", "cnn": "2"}
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
-NUM_STEPS = 300
+NUM_STEPS = 200
 FORCED_FIRST_EVERY = 97  # a step made FIRST (both sides): state resets mid-stream too
 
 
@@ -73,8 +77,6 @@ def _have_atari() -> bool:
 
 def export_cmd(root: Path, fmt: str, out: Path, *flags: str) -> list[str]:
     """``python -m alf.bin.export`` of ``root``."""
-    import sys
-
     return [
         sys.executable,
         "-m",
@@ -98,18 +100,27 @@ def runs(tmp_path_factory) -> dict[str, Path]:  # noqa: ANN001
     )
     for name, proc in trained.items():
         assert proc.returncode == 0, f"{name}:\n{proc.stderr[-3000:]}"
-    exported = run_many(
-        {
-            n: export_cmd(tmp / n, CLI_FORMAT[n], tmp / "out" / f"{n}{SUFFIX[CLI_FORMAT[n]]}")
-            for n in names
-        },
-        max_workers=len(names),
-    )
+    cmds = {}
+    for n in names:
+        flags = []
+        if CLI_CHECKPOINT[n] == "copy":  # a checkpoint file under another name
+            copy = tmp / f"{n}-policy.ckpt"
+            shutil.copy(tmp / n / "checkpoints" / "ckpt-1.pt", copy)
+            flags.append(f"--checkpoint={copy}")
+        elif CLI_CHECKPOINT[n] is not None:
+            flags.append(f"--checkpoint={CLI_CHECKPOINT[n]}")
+        out = tmp / "out" / f"{n}{SUFFIX[CLI_FORMAT[n]]}"
+        cmds[n] = export_cmd(tmp / n, CLI_FORMAT[n], out, *flags)
+    exported = run_many(cmds, max_workers=len(names))
     for name, proc in exported.items():
         assert proc.returncode == 0, f"{name}:\n{proc.stderr[-3000:]}"
         assert f"wrote {CLI_FORMAT[name]} policy" in proc.stdout, proc.stdout
     print(f"trained and exported {names} in {time.perf_counter() - start:.1f} s")
     return {n: tmp / n for n in names}
+
+
+def _cli_file(runs: dict[str, Path], name: str) -> Path:
+    return runs[name].parent / "out" / f"{name}{SUFFIX[CLI_FORMAT[name]]}"
 
 
 class _Exported:
@@ -147,14 +158,24 @@ class _Exported:
         return outputs
 
 
-def _check_against_play(root: Path, files: list[Path]) -> dict[str, int]:
-    """Plays ``NUM_STEPS`` steps with ``greedy_step`` (what ``play`` acts with) and checks
-    that every exported file gives the same actions and states, one step at a time and
-    for all steps as one batch. Returns counts (episodes ended, first steps)."""
-    env, algorithm = load_trained_run(str(root), seed=0)
+def _check_against_play(runs: dict[str, Path], name: str, tmp_path: Path) -> dict[str, int]:
+    """Exports run ``name`` to the format the CLI did not (timed), then plays
+    ``NUM_STEPS`` steps with ``greedy_step`` (what ``play`` acts with) and checks that
+    both exported files give the same actions and states, one step at a time and for all
+    steps as one batch. Returns counts of the steps (``first``, ``last``)."""
+    if name not in runs:
+        pytest.skip("needs the [atari] and [envpool] extras")
+    cli_format = CLI_FORMAT[name]
+    other = "torchscript" if cli_format == "onnx" else "onnx"
+    cli_file = _cli_file(runs, name)
+    env, algorithm = load_trained_run(str(runs[name]), seed=0)
     try:
+        result = export_policy(algorithm, str(tmp_path / f"{name}{SUFFIX[other]}"), format=other)
+        print(f"{name}: {other} export took {result.seconds:.3f} s")
         algorithm.eval()
-        exported = [_Exported(f) for f in files]
+        exported = [_Exported(cli_file), _Exported(Path(result.path))]
+        for model in exported:
+            assert model.signature == result.signature
         state = algorithm.zero_state(algorithm.predict_state_spec, 1)
         transform_state = algorithm.data_transformer.initial_state(1)
         feeds: list[dict[str, np.ndarray]] = []
@@ -182,10 +203,8 @@ def _check_against_play(root: Path, files: list[Path]) -> dict[str, int]:
                 feed = dict(base)
                 outputs = model(feed)
                 assert np.array_equal(outputs["action"], action.numpy()), (i, model.signature)
-                for name, value in expected_states.items():
-                    np.testing.assert_allclose(
-                        outputs[name], value.numpy(), atol=1e-5, err_msg=name
-                    )
+                for key, value in expected_states.items():
+                    np.testing.assert_allclose(outputs[key], value.numpy(), atol=1e-5, err_msg=key)
                 feeds.append(feed)
             actions.append(action.numpy())
             time_step = env.step(action)
@@ -201,32 +220,17 @@ def _check_against_play(root: Path, files: list[Path]) -> dict[str, int]:
     return counts
 
 
-def _export_both(runs: dict[str, Path], name: str, tmp_path: Path) -> list[Path]:
-    """The CLI's file and the other format, exported in-process (timed)."""
-    if name not in runs:
-        pytest.skip("needs the [atari] and [envpool] extras")
-    cli_format = CLI_FORMAT[name]
-    other = "torchscript" if cli_format == "onnx" else "onnx"
-    cli_file = runs[name].parent / "out" / f"{name}{SUFFIX[cli_format]}"
-    env, algorithm = load_trained_run(str(runs[name]))
-    env.close()
-    result = export_policy(algorithm, str(tmp_path / f"{name}{SUFFIX[other]}"), format=other)
-    print(f"{name}: {other} export took {result.seconds:.3f} s")
-    return [cli_file, Path(result.path)]
-
-
 def test_mlp_policy_with_normalizer_exports_play_actions(runs, tmp_path):
-    files = _export_both(runs, "mlp", tmp_path)
-    signature = read_signature(str(files[0]))
+    counts = _check_against_play(runs, "mlp", tmp_path)
+    signature = read_signature(str(_cli_file(runs, "mlp")))
     assert signature.input_names == ["step_type", "observation"]
     assert signature.output_names == ["action"]
-    counts = _check_against_play(runs["mlp"], files)
     assert counts["first"] >= 3  # episode starts (real and forced)
 
 
 def test_lstm_policy_carries_its_state_through_episodes(runs, tmp_path):
-    files = _export_both(runs, "lstm", tmp_path)
-    signature = read_signature(str(files[0]))
+    counts = _check_against_play(runs, "lstm", tmp_path)
+    signature = read_signature(str(_cli_file(runs, "lstm")))
     assert signature.input_names == [
         "step_type",
         "observation",
@@ -235,38 +239,18 @@ def test_lstm_policy_carries_its_state_through_episodes(runs, tmp_path):
     ]
     assert [t.shape for t in signature.inputs[2:]] == [("batch", 64)] * 2
     assert signature.output_names == ["action", "next_policy_state.0.0", "next_policy_state.0.1"]
-    counts = _check_against_play(runs["lstm"], files)
     assert counts["last"] >= 3  # several episodes, the state carried across them
 
 
 def test_cnn_policy_with_frame_stacking_exports_play_actions(runs, tmp_path):
-    files = _export_both(runs, "cnn", tmp_path)
-    signature = read_signature(str(files[0]))
+    counts = _check_against_play(runs, "cnn", tmp_path)
+    signature = read_signature(str(_cli_file(runs, "cnn")))
     assert [(t.name, t.shape, t.dtype) for t in signature.inputs] == [
         ("step_type", ("batch",), "int32"),
         ("observation", ("batch", 1, 84, 84), "uint8"),
         ("transform_state.0", ("batch", 3, 1, 84, 84), "uint8"),
     ]
-    counts = _check_against_play(runs["cnn"], files)
     assert counts["first"] >= 3  # the stacked frames restart at each (forced) FIRST
-
-
-def test_export_checkpoint_by_iteration_and_by_path(runs, tmp_path):
-    root = runs["mlp"]
-    ckpt = root / "checkpoints" / "ckpt-2.pt"
-    results = run_many(
-        {
-            "step": export_cmd(root, "torchscript", tmp_path / "a.pt", "--checkpoint=2"),
-            "path": export_cmd(root, "onnx", tmp_path / "b.onnx", f"--checkpoint={ckpt}"),
-            "missing": export_cmd(root, "onnx", tmp_path / "c.onnx", "--checkpoint=7"),
-        },
-        max_workers=3,
-    )
-    assert results["step"].returncode == 0, results["step"].stderr[-2000:]
-    assert results["path"].returncode == 0, results["path"].stderr[-2000:]
-    assert (tmp_path / "a.pt").is_file() and (tmp_path / "b.onnx").is_file()
-    assert_clean_user_error(results["missing"], PROG, "iteration 7", "available: [2]")
-    assert not (tmp_path / "c.onnx").exists()
 
 
 def test_bad_input_is_one_clear_line(runs, tmp_path):
@@ -279,12 +263,14 @@ def test_bad_input_is_one_clear_line(runs, tmp_path):
             "no_checkpoint": export_cmd(no_checkpoints, "onnx", out),
             "no_root": export_cmd(tmp_path / "nowhere", "onnx", out),
             "format": export_cmd(runs["mlp"], "tflite", out),
+            "iteration": export_cmd(runs["mlp"], "onnx", out, "--checkpoint=7"),
         },
         max_workers=3,
     )
     assert_clean_user_error(results["no_checkpoint"], PROG, "no checkpoint", str(no_checkpoints))
     assert_clean_user_error(results["no_root"], PROG, "nowhere", "does not exist")
     assert_clean_user_error(results["format"], PROG, "tflite", "onnx", "torchscript")
+    assert_clean_user_error(results["iteration"], PROG, "iteration 7", "available: [2]")
     assert all(r.returncode == 2 for r in results.values())
     assert not out.exists()
 

@@ -47,12 +47,8 @@ def main(argv: list[str]) -> None:
         _fail("--format is required (onnx or torchscript)")
     if not FLAGS.out:
         _fail("--out is required")
-    import gymnasium
-
-    from alf.configurables import import_configurables
     from alf.errors import AlfError
-    from alf.export import check_format, export_policy
-    from alf.trainers.trained_run import check_run_dir, load_trained_run
+    from alf.run_dir.layout import check_run_dir
 
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
     checkpoint: int | str | None = FLAGS.checkpoint
@@ -60,14 +56,28 @@ def main(argv: list[str]) -> None:
         checkpoint = int(checkpoint)
     env = None
     try:
-        check_format(FLAGS.format)
+        # The cheap checks first: a bad flag fails before the run is rebuilt.
         check_run_dir(root_dir)
+        from alf.export import check_format, export_policy
+        from alf.run_dir.checkpoints import read_run_checkpoint
+
+        check_format(FLAGS.format)
+        run_checkpoint = read_run_checkpoint(root_dir, checkpoint)
+
+        import gymnasium
+
+        from alf.configurables import import_configurables
+        from alf.trainers.trained_run import load_trained_run
+
         import_configurables()
-        env, algorithm = load_trained_run(
-            root_dir, checkpoint=checkpoint, conf_params=FLAGS.conf_param
-        )
-        result = export_policy(algorithm, FLAGS.out, format=FLAGS.format)
-    except (AlfError, gymnasium.error.Error, ValueError, TypeError) as err:
+        try:
+            env, algorithm = load_trained_run(
+                root_dir, checkpoint=run_checkpoint, conf_params=FLAGS.conf_param
+            )
+            result = export_policy(algorithm, FLAGS.out, format=FLAGS.format)
+        except (gymnasium.error.Error, ValueError, TypeError) as err:
+            _fail(str(err))
+    except AlfError as err:
         _fail(str(err))
     except (RuntimeError, KeyError) as err:
         _fail(f"cannot export the run in '{root_dir}': {' '.join(str(err).split())}")

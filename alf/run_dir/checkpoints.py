@@ -49,6 +49,7 @@ __all__ = [
     "checkpoint_dir",
     "read_checkpoint",
     "read_checkpoint_file",
+    "read_run_checkpoint",
     "restore_algorithm",
 ]
 
@@ -324,6 +325,19 @@ def read_checkpoint_file(path: str) -> RunCheckpoint:
     if not os.path.isfile(path):
         raise CheckpointError(f"Checkpoint file '{path}' not found")
     return RunCheckpoint.from_state(_load_file(path, REQUIRED_KEYS), path)
+
+
+def read_run_checkpoint(root_dir: str, checkpoint: int | str | None = None) -> RunCheckpoint:
+    """The checkpoint ``checkpoint`` names: an iteration of the run in ``root_dir``
+    (:func:`read_checkpoint`), a checkpoint file's path (:func:`read_checkpoint_file`),
+    or None for the run's newest.
+
+    Raises:
+        CheckpointError: no such checkpoint, or it cannot be read (naming the file).
+    """
+    if isinstance(checkpoint, str):
+        return read_checkpoint_file(os.path.abspath(os.path.expanduser(checkpoint)))
+    return read_checkpoint(root_dir, checkpoint)
 
 
 def restore_algorithm(

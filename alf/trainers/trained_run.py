@@ -3,7 +3,6 @@ a checkpoint's parameters (what ``alf.bin.play`` and ``alf.bin.export`` load).""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,56 +10,18 @@ import torch
 
 from alf import config as alf_config
 from alf.environments import create_environment
-from alf.errors import UserError
-from alf.run_dir import layout
-from alf.run_dir.checkpoints import (
-    RunCheckpoint,
-    read_checkpoint,
-    read_checkpoint_file,
-    restore_algorithm,
-)
+from alf.run_dir.checkpoints import RunCheckpoint, read_run_checkpoint, restore_algorithm
+from alf.run_dir.layout import check_run_dir
 from alf.trainers.algorithm_builder import build_algorithm
 from alf.trainers.trainer_config import TrainerConfig
 
-__all__ = ["RunDirError", "check_run_dir", "load_trained_run", "read_run_checkpoint"]
-
-
-class RunDirError(UserError, ValueError):
-    """A ``root_dir`` that is not the directory of a training run."""
-
-
-def check_run_dir(root_dir: str) -> str:
-    """The path of ``root_dir``'s ``config.gin``.
-
-    Raises:
-        RunDirError: ``root_dir`` does not exist or holds no ``config.gin``.
-    """
-    if not os.path.isdir(root_dir):
-        raise RunDirError(f"root_dir '{root_dir}' does not exist")
-    conf_path = os.path.join(root_dir, layout.CONFIG_FILE)
-    if not os.path.isfile(conf_path):
-        raise RunDirError(
-            f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?"
-        )
-    return conf_path
-
-
-def read_run_checkpoint(root_dir: str, checkpoint: int | str | None = None) -> RunCheckpoint:
-    """The checkpoint ``checkpoint`` names: an iteration of the run in ``root_dir``, a
-    checkpoint file's path, or None for the run's newest.
-
-    Raises:
-        CheckpointError: no such checkpoint, or it cannot be read (naming the file).
-    """
-    if isinstance(checkpoint, str):
-        return read_checkpoint_file(os.path.abspath(os.path.expanduser(checkpoint)))
-    return read_checkpoint(root_dir, checkpoint)
+__all__ = ["load_trained_run"]
 
 
 def load_trained_run(
     root_dir: str,
     *,
-    checkpoint: int | str | None = None,
+    checkpoint: int | str | RunCheckpoint | None = None,
     seed: int | None = None,
     render_mode: str | None = None,
     conf_params: Sequence[str] = (),
@@ -72,8 +33,8 @@ def load_trained_run(
 
     Args:
         root_dir: the run's directory.
-        checkpoint: the iteration of one of the run's checkpoints, or the path of a
-            checkpoint file; None: the run's newest.
+        checkpoint: the iteration of one of the run's checkpoints, the path of a
+            checkpoint file, or one already read; None: the run's newest.
         seed: the environment's seed.
         render_mode: Gymnasium's ``render_mode`` of the environment.
         conf_params: gin bindings applied after ``config.gin``.
@@ -89,7 +50,11 @@ def load_trained_run(
     with open(conf_path) as f:
         alf_config.load_config_text(f.read(), conf_params)
     config = TrainerConfig()
-    run_checkpoint = read_run_checkpoint(root_dir, checkpoint)
+    run_checkpoint = (
+        checkpoint
+        if isinstance(checkpoint, RunCheckpoint)
+        else read_run_checkpoint(root_dir, checkpoint)
+    )
     if config.torch_num_threads:
         torch.set_num_threads(config.torch_num_threads)
     env = create_environment(
