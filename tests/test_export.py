@@ -23,7 +23,7 @@ from helpers_cli import (
     train_cmd,
 )
 
-from alf.data_structures import StepType
+from alf.data_structures import StepType, TimeStep
 from alf.export import PolicySignature, export_policy, named_leaves, read_signature
 from alf.trainers.evaluator import greedy_step
 from alf.trainers.trained_run import load_trained_run
@@ -278,3 +278,88 @@ def test_bad_input_is_one_clear_line(runs, tmp_path):
 def test_missing_flags_are_one_clear_line(tmp_path):
     result = run_cli(export_cmd(tmp_path, "onnx", tmp_path / "p.onnx")[:-1], timeout=120)
     assert_clean_user_error(result, PROG, "--out is required")
+
+
+def test_nested_observation_with_normalizer_stacker_and_lstm_in_process(tmp_path):
+    """A Dict observation (a float vector and a bool ``action_mask`` the networks do not
+    read yet) through an ObservationNormalizer with non-trivial statistics and a
+    FrameStacker, into an LSTM actor: every leaf is an input of its own (the unread one
+    too), and both formats match ``greedy_step`` over random episodes of 3 environments."""
+    import functools
+
+    from alf.algorithms import PPOAlgorithm
+    from alf.algorithms.factory import make_algorithm
+    from alf.data_transformers import FrameStacker, ObservationNormalizer
+    from alf.networks import ActorDistributionNetwork, ValueNetwork
+    from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+
+    torch.manual_seed(0)
+    observation_spec = {
+        "action_mask": TensorSpec((4,), torch.bool),
+        "position": TensorSpec((3,), torch.float32),
+    }
+    algorithm = make_algorithm(
+        observation_spec=observation_spec,
+        action_spec=BoundedTensorSpec((), torch.int64, minimum=0, maximum=3),
+        algorithm_ctor=functools.partial(
+            PPOAlgorithm,
+            actor_network_ctor=functools.partial(
+                ActorDistributionNetwork, fc_layer_params=(8,), lstm_hidden_size=6
+            ),
+            value_network_ctor=functools.partial(ValueNetwork, fc_layer_params=(8,)),
+        ),
+        data_transformer_ctor=[
+            functools.partial(ObservationNormalizer, clip_value=2.0),
+            functools.partial(FrameStacker, stack_size=2),
+        ],
+    )
+    stats = algorithm.data_transformer.transformers[0].stats[0]
+    stats.mean.copy_(torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64))
+    stats.var.copy_(torch.tensor([4.0, 0.25, 1.0], dtype=torch.float64))
+    files = [
+        export_policy(algorithm, str(tmp_path / f"p{SUFFIX[f]}"), format=f).path for f in SUFFIX
+    ]
+    signature = read_signature(files[0])
+    assert signature.input_names == [
+        "step_type",
+        "observation.action_mask",
+        "observation.position",
+        "policy_state.0.0",
+        "policy_state.0.1",
+        "transform_state.1.action_mask",
+        "transform_state.1.position",
+    ]
+    assert signature.inputs[1].dtype == "bool" and signature.inputs[5].shape == ("batch", 1, 4)
+    models = [_Exported(Path(f)) for f in files]
+    for model in models:
+        model.state = {n: np.repeat(v, 3, axis=0) for n, v in model.state.items()}
+    algorithm.eval()
+    state = algorithm.zero_state(algorithm.predict_state_spec, 3)
+    transform_state = algorithm.data_transformer.initial_state(3)
+    generator = torch.Generator().manual_seed(1)
+    for t in range(40):
+        first = torch.rand(3, generator=generator) < 0.15 if t else torch.ones(3, dtype=torch.bool)
+        observation = {
+            "action_mask": torch.rand(3, 4, generator=generator) < 0.7,
+            "position": torch.randn(3, 3, generator=generator) * 3,
+        }
+        time_step = TimeStep(
+            step_type=torch.where(first, StepType.FIRST, StepType.MID).to(torch.int32),
+            reward=torch.zeros(3),
+            discount=torch.ones(3),
+            observation=observation,
+            prev_action=torch.zeros(3, dtype=torch.int64),
+            env_id=torch.arange(3),
+        )
+        with torch.no_grad():
+            action, state, transform_state = greedy_step(
+                algorithm, time_step, state, transform_state
+            )
+        for model in models:
+            feed = {"step_type": time_step.step_type.numpy()}
+            feed.update((n, x.numpy()) for n, x in named_leaves("observation", observation))
+            outputs = model(feed)
+            assert np.array_equal(outputs["action"], action.numpy()), t
+            np.testing.assert_allclose(
+                outputs["next_policy_state.0.1"], state[0][1].numpy(), atol=1e-5
+            )
