@@ -18,7 +18,6 @@ import torch
 from helpers_cli import (
     REPO,
     assert_clean_user_error,
-    run_cli,
     run_many,
     train_cmd,
 )
@@ -275,9 +274,20 @@ def test_bad_input_is_one_clear_line(runs, tmp_path):
     assert not out.exists()
 
 
-def test_missing_flags_are_one_clear_line(tmp_path):
-    result = run_cli(export_cmd(tmp_path, "onnx", tmp_path / "p.onnx")[:-1], timeout=120)
-    assert_clean_user_error(result, PROG, "--out is required")
+def test_missing_flags_and_unwritable_out_are_one_clear_line(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    results = run_many(
+        {
+            "no_out": export_cmd(tmp_path, "onnx", tmp_path / "p.onnx")[:-1],
+            "under_file": export_cmd(tmp_path, "onnx", tmp_path / "a_file" / "p.onnx"),
+            "directory": export_cmd(tmp_path, "onnx", tmp_path),
+        },
+        max_workers=3,
+        timeout=120,
+    )
+    assert_clean_user_error(results["no_out"], PROG, "--out is required")
+    assert_clean_user_error(results["under_file"], PROG, "a_file' is not a directory")
+    assert_clean_user_error(results["directory"], PROG, "is a directory")
 
 
 def test_nested_observation_with_normalizer_stacker_and_lstm_in_process(tmp_path):

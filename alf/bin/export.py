@@ -38,6 +38,21 @@ def _fail(message: str) -> None:
     sys.exit(print_error("alf.bin.export", message))
 
 
+def _check_out(path: str) -> None:
+    """Fails unless ``path`` can be written: its nearest existing ancestor must be a
+    writable directory (the missing folders are created) and ``path`` not a directory."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.isdir(path):
+        _fail(f"--out '{path}' is a directory; name the file to write")
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        _fail(f"cannot write --out '{path}': '{parent}' is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        _fail(f"cannot write --out '{path}': '{parent}' is not writable")
+
+
 def main(argv: list[str]) -> None:
     """Loads the run and writes its policy; see the module docstring."""
     del argv
@@ -47,6 +62,7 @@ def main(argv: list[str]) -> None:
         _fail("--format is required (onnx or torchscript)")
     if not FLAGS.out:
         _fail("--out is required")
+    _check_out(FLAGS.out)
     from alf.errors import AlfError
     from alf.run_dir.layout import check_run_dir
 
@@ -77,6 +93,8 @@ def main(argv: list[str]) -> None:
             result = export_policy(algorithm, FLAGS.out, format=FLAGS.format)
         except (gymnasium.error.Error, ValueError, TypeError) as err:
             _fail(str(err))
+        except OSError as err:
+            _fail(f"cannot write --out '{FLAGS.out}': {err}")
     except AlfError as err:
         _fail(str(err))
     except (RuntimeError, KeyError) as err:
