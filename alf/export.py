@@ -293,7 +293,8 @@ def export_policy(
     """Writes ``algorithm``'s greedy policy (:class:`GreedyPolicy`) to ``path``.
 
     Args:
-        algorithm: the trained algorithm, on the CPU.
+        algorithm: the trained algorithm, on the CPU (traced in eval mode; its mode is
+            restored afterwards).
         path: the file to write (its folder is created; an existing file is replaced
             only once the export succeeded).
         format: ``"onnx"`` (opset :data:`ONNX_OPSET`, the legacy TorchScript-based
@@ -309,6 +310,7 @@ def export_policy(
     """
     check_format(format)
     start = time.perf_counter()
+    was_training = algorithm.training
     policy = GreedyPolicy(algorithm=algorithm)
     signature = policy.signature
     example = policy.example_inputs(batch_size)
@@ -323,6 +325,7 @@ def export_policy(
                 _write_onnx(policy, example, signature, partial)
         os.replace(partial, path)
     finally:
+        algorithm.train(was_training)
         if os.path.exists(partial):
             os.remove(partial)
     return ExportResult(
