@@ -173,7 +173,9 @@ class OnPolicyAlgorithm(RLAlgorithm):
         length, batch = valid.shape
         seq_len = self.mini_batch_length or length
         if length % seq_len:
-            raise ValueError(f"mini_batch_length={seq_len} must divide the unroll length {length}")
+            raise ValueError(
+                f"mini_batch_length={seq_len} must divide the unroll length {length}"
+            )
 
         def to_sequences(x: torch.Tensor) -> torch.Tensor:
             # [T, B, ...] -> [L, (T / L) * B, ...]: column j * B + b is env b's j-th piece.

@@ -103,11 +103,12 @@ class RLAlgorithm(Algorithm):
         """Installs the transformers of raw observations and rewards (see
         :mod:`alf.data_transformers`); their output spec must be :attr:`observation_spec`.
         They become part of the module, so checkpoints hold their statistics."""
-
         def signature(spec: Any) -> Any:
             return nest.map_structure(lambda s: (tuple(s.shape), s.dtype), spec)
 
-        if signature(transformer.transformed_observation_spec) != signature(self.observation_spec):
+        if signature(transformer.transformed_observation_spec) != signature(
+            self.observation_spec
+        ):
             raise ValueError(
                 "The data transformers produce observations of spec "
                 f"{transformer.transformed_observation_spec}, but the algorithm was built for "

@@ -40,11 +40,14 @@ FLAGS = flags.FLAGS
 _OWN_FLAGS = ("root_dir", "conf", "conf_param", "device")
 
 
+
 def _fail(message: str, code: int, status_dir: str | None = None) -> None:
     """Prints ``message`` as the one error line and exits with ``code``; records the
     failure in ``status_dir``'s status file when given (rank 0 of a run that started)."""
     if status_dir is not None:
-        layout.write_status(status_dir, layout.RunStatus.FAILED, error=message, exit_code=code)
+        layout.write_status(
+            status_dir, layout.RunStatus.FAILED, error=message, exit_code=code
+        )
     sys.exit(print_error("alf.bin.train", message, code))
 
 
@@ -74,7 +77,6 @@ def main(argv: list[str]) -> None:
     from alf.errors import AlfError, TrainingError
     from alf.trainers import RLTrainer, TrainerConfig
     from alf.utils import distributed
-
     # Signals are caught from the start: one that arrives while the trainer is being
     # built stops the run as soon as it can (after checkpointing, if anything trained).
     interrupts = 0
@@ -151,7 +153,9 @@ def main(argv: list[str]) -> None:
         trainer.close()
         distributed.shutdown_distributed()
     if status_dir is not None:
-        state = layout.RunStatus.STOPPED if result["stopped_early"] else (layout.RunStatus.FINISHED)
+        state = layout.RunStatus.STOPPED if result["stopped_early"] else (
+            layout.RunStatus.FINISHED
+        )
         layout.write_status(
             status_dir,
             state,

@@ -249,7 +249,8 @@ def no_run_error(paths: Iterable[str]) -> str | None:
         elif not os.path.isdir(full):
             why = " (not a directory)"
         return (
-            f"no run directory ({layout.CONFIG_FILE} or {layout.PROGRESS_FILE}) under '{path}'{why}"
+            f"no run directory ({layout.CONFIG_FILE} or {layout.PROGRESS_FILE}) "
+            f"under '{path}'{why}"
         )
     return None
 

@@ -175,7 +175,8 @@ class Sweep:
             request_stop=self.request_stop,
             running=lambda: [run.process for run in self._running()],
             announce=lambda name: self.out(
-                f"sweep: {name}: stopping every run (each writes a checkpoint); again to kill them"
+                f"sweep: {name}: stopping every run (each writes a checkpoint); again to "
+                "kill them"
             ),
         )
 
@@ -221,7 +222,8 @@ class Sweep:
             text += f" ({100.0 * progress['env_steps'] / progress['budget']:.0f}%)"
         if progress["last_eval"] is not None:
             text += (
-                f", last eval {progress['last_eval']:.1f} at {progress['last_eval_env_steps']:,}"
+                f", last eval {progress['last_eval']:.1f} at "
+                f"{progress['last_eval_env_steps']:,}"
             )
         return text
 

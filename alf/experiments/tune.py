@@ -94,7 +94,9 @@ def parse_space(flag: str) -> TuneSpace:
         SearchSpaceError: naming the flag and what is wrong.
     """
     match = _SPACE_RE.match(flag)
-    usage = "expected 'Name.param=KIND(...)' with KIND one of " + ", ".join(_KINDS)
+    usage = (
+        "expected 'Name.param=KIND(...)' with KIND one of " + ", ".join(_KINDS)
+    )
     if not match:
         raise SearchSpaceError(f"--space '{flag}': {usage}")
     name, kind, inner = match.groups()
@@ -377,7 +379,9 @@ class Tuner:
             state.name.lower(): sum(t.state == state for t in study.get_trials(deepcopy=False))
             for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
         }
-        self.out("tune: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + " trials")
+        self.out(
+            "tune: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + " trials"
+        )
         if not complete:
             self.out("tune: no trial has finished yet")
             return

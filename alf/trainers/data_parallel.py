@@ -73,7 +73,9 @@ class Ranks:
         data-parallel runs only: sync ranks store the same number of steps)."""
         if self.context is None or not self._async:
             return ready
-        (not_ready,) = self.context.all_reduce_sum([not ready], what="the replay-readiness check")
+        (not_ready,) = self.context.all_reduce_sum(
+            [not ready], what="the replay-readiness check"
+        )
         return not_ready == 0
 
     def agree_on_stop(self, stop: bool, target: bool, *, iteration: int) -> tuple[bool, bool]:
@@ -120,7 +122,9 @@ def enable_data_parallel(
     )
     algorithm.configure_training(data_parallel=data_parallel, mixed_precision=mixed_precision)
     if context.is_main:
-        logging.info("Data-parallel training on %d ranks (%s)", context.world_size, context.backend)
+        logging.info(
+            "Data-parallel training on %d ranks (%s)", context.world_size, context.backend
+        )
 
 
 def configure_training(

@@ -164,7 +164,9 @@ def restore_run(
     a single-process run, the saved data (replay buffer) of ``checkpoint`` (the
     algorithm is told when there is none: an off-policy one warns)."""
     restore_algorithm(algorithm, checkpoint)
-    restore_rng_states(checkpoint, device=device, distributed=distributed, random_seed=random_seed)
+    restore_rng_states(
+        checkpoint, device=device, distributed=distributed, random_seed=random_seed
+    )
     # (None: nothing saved, or a data-parallel run, whose ranks keep their own data)
     algorithm.load_data_checkpoint_state(checkpoint.data if distributed is None else None)
     logging.info(

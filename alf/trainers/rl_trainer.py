@@ -46,6 +46,7 @@ from alf.utils.summary import (
 __all__ = ["RLTrainer", "TrainingDivergedError", "build_algorithm"]
 
 
+
 class RLTrainer:
     """Trains ``config.algorithm_ctor`` in ``create_environment()`` until the budget.
 
@@ -361,7 +362,9 @@ class RLTrainer:
             env_steps=self._summary_step(),
             clipped_actions=self.unroller.num_clipped_actions,
             dropped_episodes=(
-                self.unroller.num_dropped_episodes if self.config.drops_nonfinite_episodes else None
+                self.unroller.num_dropped_episodes
+                if self.config.drops_nonfinite_episodes
+                else None
             ),
         )
 

@@ -115,7 +115,6 @@ def write_eval_summary(
         len(result.returns),
     )
 
-
 RATE_WINDOW_S = 60.0
 """Seconds of recent progress the console's rate and ETA are measured over."""
 

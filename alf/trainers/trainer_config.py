@@ -290,7 +290,9 @@ class TrainerConfig:
     def _check_trackers(self) -> None:
         for name in ("wandb_project", "mlflow_tracking_uri"):
             value = getattr(self, name)
-            self._check(value is None or bool(value.strip()), name, "a non-empty string or None")
+            self._check(
+                value is None or bool(value.strip()), name, "a non-empty string or None"
+            )
         self._check(
             self.wandb_mode in WANDB_MODES,
             "wandb_mode",

@@ -308,8 +308,8 @@ class AsyncUnroller(Collector):
             self.episodes.lengths += message.episode_lengths
             self._clipped_actions[message.actor_id] = message.clipped_actions
             self._dropped_episodes[message.actor_id] = message.dropped_episodes
-            self._stats["actor_steps_per_s"][message.actor_id] = message.env_steps / max(
-                message.collect_s, 1e-9
+            self._stats["actor_steps_per_s"][message.actor_id] = (
+                message.env_steps / max(message.collect_s, 1e-9)
             )
             lag = self.version - message.version
             if self.max_policy_lag is not None and lag > self.max_policy_lag:
@@ -325,7 +325,9 @@ class AsyncUnroller(Collector):
                 )
             )
         self._stats["wait_s"] += time.perf_counter() - start
-        return Trajectory(segments=tuple(fragments), env_steps=self.env_steps_taken - steps_before)
+        return Trajectory(
+            segments=tuple(fragments), env_steps=self.env_steps_taken - steps_before
+        )
 
     def publish(self, policy: RLAlgorithm) -> None:
         """Counts a training iteration; every ``unroll_parameter_update_period``-th one
@@ -432,7 +434,8 @@ class AsyncUnroller(Collector):
                     if not isinstance(message, FragmentMessage):
                         self._handle_control(message)
                 raise ActorError(
-                    f"{self._describe(actor_id)} exited unexpectedly with code {process.exitcode}"
+                    f"{self._describe(actor_id)} exited unexpectedly with code "
+                    f"{process.exitcode}"
                 )
             heartbeat = float(self._channels.heartbeats[actor_id])
             if heartbeat > 0:  # written first just before the actor reports ready

@@ -80,7 +80,8 @@ class DoubleBufferedUnroller(UnrollingCollector):
                     "could not overlap"
                 )
         self._groups = tuple(
-            SyncUnroller(env=env, algorithm=algorithm, unroll_length=unroll_length) for env in envs
+            SyncUnroller(env=env, algorithm=algorithm, unroll_length=unroll_length)
+            for env in envs
         )
         self.algorithm = algorithm
         self.unroll_length = unroll_length
