@@ -485,6 +485,18 @@ class ImageScale(DataTransformer):
         return batch._replace(observation=nest.pack_sequence_as(batch.observation, leaves))
 
 
+_WHERE_DTYPES = (torch.uint8, torch.int8, torch.int32, torch.int64)
+"""Non-floating dtypes whose ``where`` ONNX Runtime implements (not bool or int16)."""
+
+
+def _where(condition: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``torch.where``, through int32 for the dtypes ONNX Runtime's ``Where`` lacks, so
+    an exported policy (:mod:`alf.export`) runs there (e.g. a bool action mask)."""
+    if x.dtype.is_floating_point or x.dtype in _WHERE_DTYPES:
+        return torch.where(condition, x, y)
+    return torch.where(condition, x.to(torch.int32), y.to(torch.int32)).to(x.dtype)
+
+
 @configurable
 class FrameStacker(DataTransformer):
     """Concatenates each observation leaf with its ``stack_size - 1`` predecessors of the
@@ -546,7 +558,7 @@ class FrameStacker(DataTransformer):
         def step(x: torch.Tensor, history: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             shape = (-1,) + (1,) * (history.dim() - 1)
             repeated = x.unsqueeze(1).expand_as(history)
-            history = torch.where(first.reshape(shape), repeated, history)
+            history = _where(first.reshape(shape), repeated, history)
             frames = torch.cat([history, x.unsqueeze(1)], dim=1)  # [B, k, C, ...]
             return frames.flatten(1, 2), frames[:, 1:]
 

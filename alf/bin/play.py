@@ -139,39 +139,25 @@ def load_trained_run(
     render_mode: str | None = None,
     conf_params: Sequence[str] = (),
 ) -> tuple[Any, Any]:
-    """Rebuilds a run's evaluation environment (one env) and its algorithm from
-    ``root_dir/config.gin``, with the parameters and data-transformer statistics of the
-    checkpoint of ``checkpoint_step`` (default: the newest).
+    """Registers ALF's configurables and rebuilds a run's evaluation environment (one
+    env) and its algorithm from ``root_dir/config.gin``, with the parameters and
+    data-transformer statistics of the checkpoint of ``checkpoint_step`` (default: the
+    newest); see :func:`alf.trainers.trained_run.load_trained_run`.
 
     Returns:
         ``(env, algorithm)``; the caller closes ``env``.
     """
-    import torch
-
-    from alf import config as alf_config
     from alf.configurables import import_configurables
-    from alf.environments import create_environment
-    from alf.run_dir.checkpoints import read_checkpoint, restore_algorithm
-    from alf.trainers import TrainerConfig, build_algorithm
+    from alf.trainers import trained_run
 
     import_configurables()
-    with open(os.path.join(root_dir, layout.CONFIG_FILE)) as f:
-        alf_config.load_config_text(f.read(), conf_params)
-    config = TrainerConfig()
-    checkpoint = read_checkpoint(root_dir, checkpoint_step)
-    if config.torch_num_threads:
-        torch.set_num_threads(config.torch_num_threads)
-    env = create_environment(
-        num_parallel_environments=1, seed=seed, render_mode=render_mode, for_evaluation=True
+    return trained_run.load_trained_run(
+        root_dir,
+        checkpoint=checkpoint_step,
+        seed=seed,
+        render_mode=render_mode,
+        conf_params=conf_params,
     )
-    try:
-        algorithm = build_algorithm(config, env)
-        # Only the module's tensors (parameters and statistics): no optimizer state.
-        restore_algorithm(algorithm, checkpoint, with_optimizer=False)
-    except BaseException:
-        env.close()
-        raise
-    return env, algorithm
 
 
 class _VideoWriter:

@@ -14,7 +14,13 @@ import torch.nn as nn
 from alf import nest
 from alf.config import configurable
 from alf.networks.conv_encoder import ConvEncoder, ConvLayerParams
-from alf.networks.layers import Tanh, flat_input_size, make_activation, orthogonal_init
+from alf.networks.layers import (
+    Tanh,
+    flat_input_size,
+    is_tracing,
+    make_activation,
+    orthogonal_init,
+)
 from alf.networks.recurrent import LSTMStack
 from alf.tensor_specs import zeros_from_spec
 
@@ -274,7 +280,12 @@ def mlp_inference(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
         kind = type(layer)
         if kind is nn.Linear:
             x = torch.addmm(layer.bias, x, layer.weight.t())
-        elif kind is Tanh and x.device.type == "cpu" and x.dtype == torch.float32:
+        elif (
+            kind is Tanh
+            and x.device.type == "cpu"
+            and x.dtype == torch.float32
+            and not is_tracing()
+        ):
             x = torch.from_numpy(np.tanh(x.numpy()))
         else:
             x = layer(x)

@@ -10,7 +10,14 @@ import torch.nn as nn
 
 from alf import nest
 
-__all__ = ["Tanh", "flat_input_size", "make_activation", "orthogonal_init"]
+__all__ = ["Tanh", "flat_input_size", "is_tracing", "make_activation", "orthogonal_init"]
+
+
+def is_tracing() -> bool:
+    """Whether the code runs under ``torch.jit.trace`` (also the legacy ONNX exporter) or
+    ``torch.export``/``torch.compile``: numpy fast paths, invisible to a trace, must then
+    give way to torch operations (see :mod:`alf.export`)."""
+    return torch.jit.is_tracing() or torch.compiler.is_compiling()
 
 
 class _NumpyTanh(torch.autograd.Function):
@@ -34,11 +41,17 @@ class Tanh(nn.Module):
     Some torch CPU builds ship a scalar (unvectorised) ``tanh`` kernel, which dominates
     the cost of small tanh MLPs: here 41 us for a 256x64 tensor against 3.5 us for numpy's.
     This module computes the forward pass with numpy on CPU float32 tensors (same values
-    to one ulp) and uses torch's fused ``tanh_backward``; anywhere else it is ``torch.tanh``.
+    to one ulp) and uses torch's fused ``tanh_backward``; anywhere else (and when traced
+    for export) it is ``torch.tanh``.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous():
+        if (
+            x.device.type != "cpu"
+            or x.dtype != torch.float32
+            or not x.is_contiguous()
+            or is_tracing()
+        ):
             return torch.tanh(x)
         if torch.is_grad_enabled() and x.requires_grad:
             return _NumpyTanh.apply(x)

@@ -48,6 +48,8 @@ __all__ = [
     "RunCheckpoint",
     "checkpoint_dir",
     "read_checkpoint",
+    "read_checkpoint_file",
+    "read_run_checkpoint",
     "restore_algorithm",
 ]
 
@@ -184,31 +186,7 @@ class Checkpointer:
                 f"No checkpoint for iteration {step} in '{self.directory}' "
                 f"(available: {self.steps() or 'none'})"
             )
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # noqa: BLE001 - any unpickling failure means corrupt
-            # Only the first line: torch's full text may suggest weights_only=False,
-            # which is unsafe for a file of unknown origin.
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            raise CheckpointError(
-                f"Checkpoint '{path}' cannot be read ({type(err).__name__}: {reason}). It "
-                "is corrupt or was not written by ALF; it has been left in place. Move it "
-                "away to resume from an older checkpoint."
-            ) from err
-        keys = set(state) if isinstance(state, dict) else set()
-        missing = sorted(set(required_keys) - keys)
-        if missing:
-            raise CheckpointError(
-                f"Checkpoint '{path}' is not an ALF checkpoint (missing {', '.join(missing)}); "
-                "it has been left in place."
-            )
-        bad = non_finite_entry(state.get("algorithm") if keys else None, "algorithm")
-        if bad is not None:
-            raise CheckpointError(
-                f"Checkpoint '{path}' holds NaN or infinite values ('{bad}'); it has been "
-                "left in place. Move it away to use an older checkpoint."
-            )
-        return state
+        return _load_file(path, required_keys)
 
     def remove_stale_temporaries(self) -> None:
         """Deletes temporary files left by a process killed while writing."""
@@ -217,6 +195,35 @@ class Checkpointer:
         for name in os.listdir(self.directory):
             if ".pt.tmp-" in name:
                 os.remove(os.path.join(self.directory, name))
+
+
+def _load_file(path: str, required_keys: Collection[str]) -> dict[str, Any]:
+    """Loads the checkpoint file ``path`` (see :meth:`Checkpointer.load`)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means corrupt
+        # Only the first line: torch's full text may suggest weights_only=False,
+        # which is unsafe for a file of unknown origin.
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckpointError(
+            f"Checkpoint '{path}' cannot be read ({type(err).__name__}: {reason}). It "
+            "is corrupt or was not written by ALF; it has been left in place. Move it "
+            "away to resume from an older checkpoint."
+        ) from err
+    keys = set(state) if isinstance(state, dict) else set()
+    missing = sorted(set(required_keys) - keys)
+    if missing:
+        raise CheckpointError(
+            f"Checkpoint '{path}' is not an ALF checkpoint (missing {', '.join(missing)}); "
+            "it has been left in place."
+        )
+    bad = non_finite_entry(state.get("algorithm") if keys else None, "algorithm")
+    if bad is not None:
+        raise CheckpointError(
+            f"Checkpoint '{path}' holds NaN or infinite values ('{bad}'); it has been "
+            "left in place. Move it away to use an older checkpoint."
+        )
+    return state
 
 
 def checkpoint_dir(root_dir: str) -> str:
@@ -306,6 +313,31 @@ def read_checkpoint(root_dir: str, step: int | None = None) -> RunCheckpoint:
             raise CheckpointError(f"No checkpoint in '{checkpointer.directory}'")
     state = checkpointer.load(step, REQUIRED_KEYS)
     return RunCheckpoint.from_state(state, checkpointer.path(step))
+
+
+def read_checkpoint_file(path: str) -> RunCheckpoint:
+    """The checkpoint in the file ``path`` (any name, e.g. a copied ``ckpt-N.pt``).
+
+    Raises:
+        CheckpointError: there is no such file, or it cannot be read or is not an ALF
+            checkpoint (the message names the file).
+    """
+    if not os.path.isfile(path):
+        raise CheckpointError(f"Checkpoint file '{path}' not found")
+    return RunCheckpoint.from_state(_load_file(path, REQUIRED_KEYS), path)
+
+
+def read_run_checkpoint(root_dir: str, checkpoint: int | str | None = None) -> RunCheckpoint:
+    """The checkpoint ``checkpoint`` names: an iteration of the run in ``root_dir``
+    (:func:`read_checkpoint`), a checkpoint file's path (:func:`read_checkpoint_file`),
+    or None for the run's newest.
+
+    Raises:
+        CheckpointError: no such checkpoint, or it cannot be read (naming the file).
+    """
+    if isinstance(checkpoint, str):
+        return read_checkpoint_file(os.path.abspath(os.path.expanduser(checkpoint)))
+    return read_checkpoint(root_dir, checkpoint)
 
 
 def restore_algorithm(

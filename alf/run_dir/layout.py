@@ -27,7 +27,11 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from alf.errors import UserError
+
 __all__ = [
+    "RunDirError",
+    "check_run_dir",
     "CHECKPOINT_DIR",
     "LOCK_FILE",
     "CODE_DIFF_FILE",
@@ -50,6 +54,28 @@ __all__ = [
     "write_json_atomic",
     "write_status",
 ]
+
+
+class RunDirError(UserError, ValueError):
+    """A ``root_dir`` that is not the directory of a training run."""
+
+
+def check_run_dir(root_dir: str) -> str:
+    """The path of ``root_dir``'s ``config.gin`` (what ``play`` and ``export`` rebuild a
+    run from).
+
+    Raises:
+        RunDirError: ``root_dir`` does not exist or holds no ``config.gin``.
+    """
+    if not os.path.isdir(root_dir):
+        raise RunDirError(f"root_dir '{root_dir}' does not exist")
+    conf_path = os.path.join(root_dir, CONFIG_FILE)
+    if not os.path.isfile(conf_path):
+        raise RunDirError(
+            f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?"
+        )
+    return conf_path
+
 
 CONFIG_FILE = "config.gin"
 PROGRESS_FILE = "progress.jsonl"
