@@ -18,6 +18,7 @@ from alf.algorithms import ActorCriticAlgorithm, AppoAlgorithm, DqnAlgorithm, PP
 from alf.algorithms.off_policy_algorithm import n_step_target
 from alf.algorithms.rl_algorithm import LearningSetup
 from alf.algorithms.sac import SacAlgorithm
+from alf.algorithms.td3 import Td3Algorithm
 from alf.data_structures import TimeStep
 from alf.environments import create_environment
 from alf.environments.action_space_envs import InvalidActionError
@@ -31,6 +32,7 @@ from alf.tensor_specs import (
     describe_spec,
     from_gym_space,
     sample_uniform,
+    zeros_from_spec,
 )
 from alf.unrollers.sync_unroller import SyncUnroller
 from alf.utils.distributions import (
@@ -182,6 +184,19 @@ def test_actor_network_does_not_encode_the_mask():
     assert unmasked.entropy().min() > 1.0
 
 
+def test_recurrent_actor_applies_the_mask_at_every_step():
+    spec = _spec(gym.spaces.Discrete(5))
+    net = ActorDistributionNetwork(
+        input_spec=_masked_obs_spec(), action_spec=spec, lstm_hidden_size=8
+    )
+    state = zeros_from_spec(net.state_spec, (4,))
+    for index in range(5):
+        mask = torch.zeros(4, 5, dtype=torch.int64)
+        mask[:, index] = 1
+        dist, state = net.step({"values": torch.rand(4, 5), "action_mask": mask}, state)
+        assert (sample(dist) == index).all()
+
+
 def test_multi_discrete_mask_is_the_values_concatenated():
     spec = _spec(gym.spaces.MultiDiscrete([2, 3]))
     net = ActorDistributionNetwork(input_spec=_masked_obs_spec(3, mask=5), action_spec=spec)
@@ -243,6 +258,8 @@ def test_dqn_and_sac_refuse_what_they_cannot_do():
         SacAlgorithm(observation_spec=obs, action_spec=_spec(gym.spaces.MultiDiscrete([2, 2])))
     with pytest.raises(UnsupportedActionSpaceError, match="DqnAlgorithm.*MultiBinary"):
         DqnAlgorithm(observation_spec=obs, action_spec=_spec(gym.spaces.MultiBinary(3)))
+    with pytest.raises(UnsupportedActionSpaceError, match=r"Td3Algorithm .*Discrete\(2\)"):
+        Td3Algorithm(observation_spec=obs, action_spec=_spec(gym.spaces.Discrete(2)))
 
 
 # ---------------------------------------------------------------- end to end (API)
