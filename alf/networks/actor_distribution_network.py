@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,16 +35,14 @@ from alf.utils.distributions import (
 __all__ = ["ActorDistributionNetwork"]
 
 
+@dataclass(frozen=True, kw_only=True)
 class _HeadOptions:
     """The continuous heads' settings, shared by every leaf."""
 
-    def __init__(
-        self, state_dependent_std: bool, init_std: float, min_std: float, squash: bool
-    ) -> None:
-        self.state_dependent_std = state_dependent_std
-        self.init_std = init_std
-        self.min_std = min_std
-        self.squash = squash
+    state_dependent_std: bool
+    init_std: float
+    min_std: float
+    squash: bool
 
 
 def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: _HeadOptions) -> None:
@@ -95,7 +94,7 @@ def _head_distribution(
         allowed = owner._padding
         if mask is not None:  # an element whose values are all masked allows them all
             allowed = (mask | ~mask.any(-1, keepdim=True)) & allowed
-        return MultiCategorical(logits, owner._offsets, mask=allowed)
+        return MultiCategorical(logits=logits, offset=owner._offsets, mask=allowed)
     mean = owner.mean(hidden)
     raw_std = owner.std(hidden) if options.state_dependent_std else owner.std_param.expand_as(mean)
     std = F.softplus(raw_std) + options.min_std
@@ -184,7 +183,12 @@ class ActorDistributionNetwork(nn.Module):
                 lstm_hidden_size=lstm_hidden_size,
             ),
         )
-        self._options = _HeadOptions(state_dependent_std, init_std, min_std, squash)
+        self._options = _HeadOptions(
+            state_dependent_std=state_dependent_std,
+            init_std=init_std,
+            min_std=min_std,
+            squash=squash,
+        )
         size = self.encoder.output_size
         if self._single:
             _add_head(self, self._specs[0], size, self._options)
@@ -223,4 +227,4 @@ class ActorDistributionNetwork(nn.Module):
             _head_distribution(head, spec, hidden, self._options, None)
             for head, spec in zip(self.heads, self._specs, strict=True)
         ]
-        return NestDistribution(dists, self._action_spec)
+        return NestDistribution(dists=dists, structure=self._action_spec)

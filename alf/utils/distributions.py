@@ -74,7 +74,7 @@ class Categorical(td.Categorical):
     """
 
     def __init__(
-        self, logits: torch.Tensor, offset: int = 0, mask: torch.Tensor | None = None
+        self, logits: torch.Tensor, *, offset: int = 0, mask: torch.Tensor | None = None
     ) -> None:
         self.logits = torch.log_softmax(apply_mask(logits, mask), dim=-1)
         self._param = self.logits
@@ -117,7 +117,7 @@ class MultiCategorical(td.Distribution):
     arg_constraints: dict = {}
 
     def __init__(
-        self, logits: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | None = None
+        self, *, logits: torch.Tensor, offset: torch.Tensor, mask: torch.Tensor | None = None
     ) -> None:
         if mask is not None:
             mask = mask.expand_as(logits)
@@ -161,7 +161,7 @@ class NestDistribution(td.Distribution):
 
     arg_constraints: dict = {}
 
-    def __init__(self, dists: list[td.Distribution], structure: Any) -> None:
+    def __init__(self, *, dists: list[td.Distribution], structure: Any) -> None:
         self.dists = dists
         self._structure = structure
         super().__init__(dists[0].batch_shape, validate_args=False)
