@@ -366,6 +366,29 @@ def test_dqn_with_start_and_mask_never_takes_masked_actions_and_maximises_valid_
     assert torch.equal(greedy == 2, obs["action_mask"][:, 4].bool())
 
 
+def test_discrete_sac_with_start_and_mask_never_takes_masked_actions():
+    env = create_environment(MASKED, 4, seed=0, env_kwargs={"strict": True, "start": 1})
+    try:
+        torch.manual_seed(0)
+        algorithm = SacAlgorithm(
+            observation_spec=env.observation_spec(),
+            action_spec=env.action_spec(),
+            actor_network_ctor=SMALL_ACTOR,
+            q_network_ctor=functools.partial(QNetwork, fc_layer_params=(8,)),
+            mini_batch_size=16,
+            mini_batch_length=2,
+        )
+        algorithm.prepare_learning(LearningSetup(num_envs=4, unroll_length=8))
+        unroller = SyncUnroller(
+            env=env, algorithm=algorithm, unroll_length=8, initial_random_steps=32
+        )
+        for _ in range(4):
+            stats = algorithm.learn(unroller.collect())
+        assert stats and all(torch.isfinite(torch.as_tensor(v)).all() for v in stats.values())
+    finally:
+        env.close()
+
+
 def test_all_false_mask_is_refused_where_an_action_is_taken():
     spec = {"action_mask": BoundedTensorSpec((3,), torch.int64, 0, 1)}
     check = DataChecker(env_name="alf/MaskedChoice-v0", observation_spec=spec, batch_size=2)
