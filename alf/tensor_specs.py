@@ -9,15 +9,38 @@ import numpy as np
 import torch
 
 from alf import nest
+from alf.config import configurable
+from alf.errors import UserError
 
 __all__ = [
     "TensorSpec",
     "BoundedTensorSpec",
+    "UnsupportedActionSpaceError",
     "action_bounds",
+    "action_mask_key",
+    "describe_spec",
+    "require_scalar_discrete",
     "from_gym_space",
     "sample_uniform",
     "zeros_from_spec",
 ]
+
+
+class UnsupportedActionSpaceError(UserError, ValueError):
+    """An algorithm or network was given an action space it cannot handle (the message
+    names both)."""
+
+
+@configurable
+def action_mask_key(name: str | None = "action_mask") -> str | None:
+    """The Dict observation key that carries an environment's invalid-action mask.
+
+    One setting for the whole run (the networks strip this key from their input and
+    apply it to the action distribution; the environments check it is never all false
+    where an action is taken). Bind ``action_mask_key.name = "legal_actions"`` to use
+    another key, or ``None`` to treat every observation key as an ordinary input.
+    """
+    return name
 
 
 @dataclass(frozen=True)
@@ -130,7 +153,10 @@ def from_gym_space(space: gym.Space) -> nest.Nest:
         )
     if isinstance(space, gym.spaces.MultiBinary):
         return BoundedTensorSpec(
-            shape=tuple(np.atleast_1d(space.n)), dtype=torch.int64, minimum=0, maximum=1
+            shape=tuple(int(n) for n in np.atleast_1d(space.n)),
+            dtype=torch.int64,
+            minimum=0,
+            maximum=1,
         )
     if isinstance(space, gym.spaces.Dict):
         return {key: from_gym_space(sub) for key, sub in space.spaces.items()}
@@ -150,10 +176,25 @@ def zeros_from_spec(
     return nest.map_structure(lambda s: s.zeros(outer_dims, device), spec)
 
 
-def sample_uniform(spec: nest.Nest, batch_size: int) -> nest.Nest:
+def sample_uniform(spec: nest.Nest, batch_size: int, mask: torch.Tensor | None = None) -> nest.Nest:
     """``[batch_size, ...]`` values drawn uniformly from a nest of bounded specs
     (integers and floats in ``[minimum, maximum]``; a float draw may round to the
-    maximum)."""
+    maximum).
+
+    ``mask`` (``[batch_size, n]``, for a single scalar discrete spec of ``n`` values):
+    draw uniformly among the values whose entry is true (all of them in a row that
+    allows none), the way an invalid-action mask (:func:`action_mask_key`) allows.
+    """
+    if mask is not None:
+        if not (isinstance(spec, BoundedTensorSpec) and spec.is_discrete and spec.shape == ()):
+            raise UnsupportedActionSpaceError(
+                f"a uniform draw under an action mask needs a scalar Discrete action space, "
+                f"got {describe_spec(spec)}"
+            )
+        allowed = mask.bool()
+        allowed = allowed | ~allowed.any(-1, keepdim=True)
+        index = torch.multinomial(allowed.float(), 1).squeeze(-1)
+        return (index + int(np.asarray(spec.minimum))).to(spec.dtype)
 
     def draw(s: BoundedTensorSpec) -> torch.Tensor:
         shape = (batch_size, *s.shape)
@@ -167,6 +208,52 @@ def sample_uniform(spec: nest.Nest, batch_size: int) -> nest.Nest:
         return (low + u * (high - low)).to(s.dtype)
 
     return nest.map_structure(draw, spec)
+
+
+def _describe_leaf(spec: TensorSpec) -> str:
+    if not isinstance(spec, BoundedTensorSpec):
+        return f"TensorSpec(shape={spec.shape}, dtype={spec.dtype})"
+    low, high = np.asarray(spec.minimum), np.asarray(spec.maximum)
+    if spec.is_discrete and spec.shape == ():
+        start = int(low)
+        suffix = f", start={start}" if start else ""
+        return f"Discrete({int(high) - start + 1}{suffix})"
+    if spec.is_discrete:
+        low_b = np.broadcast_to(low, spec.shape)
+        high_b = np.broadcast_to(high, spec.shape)
+        if (low_b == 0).all() and (high_b == 1).all():
+            return f"MultiBinary({list(spec.shape)})"
+        nvec = (high_b - low_b + 1).astype(np.int64).tolist()
+        starts = low_b.astype(np.int64)
+        suffix = f", start={starts.tolist()}" if starts.any() else ""
+        return f"MultiDiscrete({nvec}{suffix})"
+    return f"Box(shape={spec.shape})"
+
+
+def describe_spec(spec: nest.Nest) -> str:
+    """A nest of action specs named as the Gymnasium space it came from, e.g.
+    ``Dict(choice: Discrete(3, start=1), amount: Box(shape=(1,)))`` (for error
+    messages)."""
+    if isinstance(spec, dict):
+        return "Dict(" + ", ".join(f"{k}: {describe_spec(v)}" for k, v in spec.items()) + ")"
+    if isinstance(spec, (tuple, list)):
+        return "Tuple(" + ", ".join(describe_spec(v) for v in spec) + ")"
+    return _describe_leaf(spec)
+
+
+def require_scalar_discrete(algorithm: str, action_spec: nest.Nest) -> None:
+    """Raises :class:`UnsupportedActionSpaceError` naming ``algorithm`` and the space
+    unless ``action_spec`` is one scalar discrete spec (a ``Discrete(n, start)``)."""
+    if not (
+        isinstance(action_spec, BoundedTensorSpec)
+        and action_spec.is_discrete
+        and action_spec.shape == ()
+    ):
+        raise UnsupportedActionSpaceError(
+            f"{algorithm} supports only a Discrete action space (any start), got "
+            f"{describe_spec(action_spec)}; use PPOAlgorithm, AppoAlgorithm or "
+            "ActorCriticAlgorithm for MultiDiscrete, MultiBinary and Dict/Tuple actions"
+        )
 
 
 def action_bounds(spec: BoundedTensorSpec) -> tuple[torch.Tensor, torch.Tensor]:

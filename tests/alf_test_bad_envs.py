@@ -9,6 +9,10 @@ returns, by
 ``ALF_TEST_BAD_KIND``: ``nan_obs`` (default), ``inf_reward`` or ``shape`` (an observation
 of shape (5,)). The misbehaviour is read from the environment so that a run can be
 resumed with the same config on a broken environment.
+
+``BadMaskedChoice-v0`` is ``alf/MaskedChoice-v0`` with an action mask of the wrong size
+(``mask_size``) or all false at a chosen step (``all_false_at``), both constructor
+keywords (``create_environment.env_kwargs``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from alf.environments.action_space_envs import MaskedChoiceEnv
 
 
 class BadCartPole(gym.Wrapper):
@@ -54,3 +60,31 @@ class BadCartPole(gym.Wrapper):
 
 
 gym.register(id="BadCartPole-v0", entry_point=BadCartPole)
+
+
+class BadMaskedChoice(MaskedChoiceEnv):
+    """``alf/MaskedChoice-v0`` with a broken action mask: ``mask_size`` entries (instead
+    of one per action), or all false at step ``all_false_at`` of every episode."""
+
+    def __init__(self, *, mask_size: int | None = None, all_false_at: int | None = None) -> None:
+        super().__init__()
+        self.mask_size = mask_size or self.num_actions
+        self.all_false_at = all_false_at
+        self.observation_space = gym.spaces.Dict(
+            {
+                "values": self.observation_space["values"],
+                "action_mask": gym.spaces.MultiBinary(self.mask_size),
+            }
+        )
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        obs = super()._observe()
+        mask = np.ones(self.mask_size, dtype=np.int8)
+        mask[: self.num_actions] = obs["action_mask"][: self.mask_size]
+        if self.all_false_at is not None and self._t + 1 == self.all_false_at:
+            mask[:] = 0
+        obs["action_mask"] = mask
+        return obs
+
+
+gym.register(id="BadMaskedChoice-v0", entry_point=BadMaskedChoice)

@@ -12,7 +12,7 @@ import torch.nn as nn
 from alf.networks.actor_network import ActorNetwork
 from alf.networks.critic_network import CriticNetwork, QNetwork, flatten_batch
 from alf.networks.ensemble import EnsembleMLP
-from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.tensor_specs import BoundedTensorSpec, TensorSpec, UnsupportedActionSpaceError
 from alf.utils.distributions import SquashedNormal
 
 OBS = TensorSpec((4,))
@@ -177,16 +177,22 @@ def test_q_network_output_shape_and_values():
     [
         BOX,
         BoundedTensorSpec((), torch.float32, 0.0, 3.0),
-        BoundedTensorSpec((), torch.int64, 1, 3),
-        BoundedTensorSpec((), torch.int64, -1, 3),
         BoundedTensorSpec((2,), torch.int64, 0, 3),
     ],
-    ids=["box", "scalar-float", "start-1", "start-minus-1", "multi-discrete"],
+    ids=["box", "scalar-float", "multi-discrete"],
 )
 def test_q_network_rejects_unsupported_action_specs(action_spec):
-    """Continuous, non-scalar or not-starting-at-0 action specs raise ValueError."""
-    with pytest.raises(ValueError):
+    """Continuous or non-scalar action specs raise UnsupportedActionSpaceError."""
+    with pytest.raises(UnsupportedActionSpaceError, match="QNetwork needs a scalar Discrete"):
         QNetwork(input_spec=OBS, action_spec=action_spec, fc_layer_params=(4,))
+
+
+@pytest.mark.parametrize("start", [1, -1])
+def test_q_network_takes_a_discrete_with_a_start(start):
+    """Output index ``i`` is the action ``start + i``."""
+    spec = BoundedTensorSpec((), torch.int64, start, start + 3)
+    qnet = QNetwork(input_spec=OBS, action_spec=spec, fc_layer_params=(4,))
+    assert qnet.offset == start and qnet.num_actions == 4
 
 
 # -------------------------------------------------------------------------- ActorNetwork

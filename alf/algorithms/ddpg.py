@@ -21,7 +21,13 @@ from alf.algorithms.off_policy_algorithm import (
 from alf.config import configurable, invalid_value
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorNetwork, CriticNetwork, require_stateless
-from alf.tensor_specs import TensorSpec, action_bounds
+from alf.tensor_specs import (
+    BoundedTensorSpec,
+    TensorSpec,
+    UnsupportedActionSpaceError,
+    action_bounds,
+    describe_spec,
+)
 from alf.utils.target_update import TargetUpdater, make_target
 
 __all__ = ["DdpgAlgorithm", "DdpgInfo"]
@@ -88,6 +94,12 @@ class DdpgAlgorithm(OffPolicyAlgorithm):
         target_update_tau: float = 0.005,
         **kwargs: Any,
     ) -> None:
+        if not isinstance(action_spec, BoundedTensorSpec) or action_spec.is_discrete:
+            raise UnsupportedActionSpaceError(
+                f"{type(self).__name__} supports only a Box action space, got "
+                f"{describe_spec(action_spec)}; use SacAlgorithm or DqnAlgorithm for a "
+                "Discrete one, PPOAlgorithm for MultiDiscrete, MultiBinary and Dict/Tuple"
+            )
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
         owner = type(self).__name__
         if exploration_noise not in ("gaussian", "ou"):

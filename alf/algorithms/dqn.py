@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -20,6 +21,8 @@ from alf.algorithms.off_policy_algorithm import (
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import QNetwork, require_stateless
+from alf.tensor_specs import require_scalar_discrete
+from alf.utils.distributions import allowed_actions
 from alf.utils.schedules import LinearSchedule, Schedule, as_schedule
 from alf.utils.target_update import TargetUpdater, make_target
 
@@ -37,7 +40,14 @@ class DqnInfo(NamedTuple):
 
 @configurable
 class DqnAlgorithm(OffPolicyAlgorithm):
-    """Deep Q-learning for a scalar discrete action space.
+    """Deep Q-learning for a scalar discrete action space (``Discrete(n, start)``, any
+    ``start``); any other action space raises
+    :class:`~alf.tensor_specs.UnsupportedActionSpaceError`.
+
+    With an invalid-action mask in the observations (see
+    :mod:`alf.networks.action_mask`), the greedy action, the epsilon-random action and
+    the targets' maximum (double DQN: the online argmax) range over the valid actions
+    only (the next observation's mask for the targets).
 
     Rollouts are epsilon-greedy with ``epsilon_greedy`` (a number or a
     :class:`Schedule` of training progress); evaluation is greedy. Targets are n-step
@@ -74,8 +84,10 @@ class DqnAlgorithm(OffPolicyAlgorithm):
         target_update_period: int = 500,
         **kwargs: Any,
     ) -> None:
+        require_scalar_discrete(type(self).__name__, action_spec)
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
         self.q_network = q_network_ctor(input_spec=observation_spec, action_spec=action_spec)
+        self._offset = int(np.asarray(action_spec.minimum))
         require_stateless(type(self).__name__, q_network=self.q_network)
         self.target_q_network = make_target(self.q_network)
         self.gamma = gamma
@@ -98,31 +110,45 @@ class DqnAlgorithm(OffPolicyAlgorithm):
     def _q(self, observation: Any) -> torch.Tensor:
         return self.q_network(observation)[:, 0]
 
+    def _valid_q(self, q: torch.Tensor, observation: Any) -> torch.Tensor:
+        """``q`` with the actions that the observation's mask forbids at ``-inf`` (for
+        an argmax or a maximum over the valid actions only)."""
+        mask = self.q_network.action_mask(observation)
+        return q if mask is None else q.masked_fill(~allowed_actions(mask), float("-inf"))
+
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        return AlgStep(output=self._q(time_step.observation).argmax(-1), state=state)
+        q = self._valid_q(self._q(time_step.observation), time_step.observation)
+        return AlgStep(output=q.argmax(-1) + self._offset, state=state)
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        q = self._q(time_step.observation)
-        greedy = q.argmax(-1)
+        observation = time_step.observation
+        q = self._q(observation)
+        greedy = self._valid_q(q, observation).argmax(-1)
         explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon
-        random = torch.randint(0, q.shape[-1], greedy.shape, device=greedy.device)
-        return AlgStep(output=torch.where(explore, random, greedy), state=state)
+        mask = self.q_network.action_mask(observation)
+        if mask is None:
+            random = torch.randint(0, q.shape[-1], greedy.shape, device=greedy.device)
+        else:  # uniform over the valid actions
+            random = torch.multinomial(allowed_actions(mask).float(), 1).squeeze(-1)
+        action = torch.where(explore, random, greedy) + self._offset
+        return AlgStep(output=action, state=state)
 
     @torch.no_grad()
     def _target(self, exp: Experience) -> torch.Tensor:
         obs = bootstrap_observations(exp)
         target_q = self.target_q_network(obs)[:, 0]
         if self.double_q:
-            best = self._q(obs).argmax(-1, keepdim=True)
+            best = self._valid_q(self._q(obs), obs).argmax(-1, keepdim=True)
             values = target_q.gather(-1, best).squeeze(-1)
         else:
-            values = target_q.max(-1).values
+            values = self._valid_q(target_q, obs).max(-1).values
         return n_step_target(exp, values, gamma=self.gamma, reward_scale=self.reward_scale)
 
     def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
         target = self._target(exp)
         obs = nest.map_structure(lambda x: x[0], exp.observation)
-        q = self._q(obs).gather(-1, exp.action[0].long().unsqueeze(-1)).squeeze(-1)
+        index = exp.action[0].long() - self._offset
+        q = self._q(obs).gather(-1, index.unsqueeze(-1)).squeeze(-1)
         info = DqnInfo(
             q=q,
             target=target,

@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -22,6 +23,7 @@ from alf.algorithms.off_policy_algorithm import (
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorDistributionNetwork, CriticNetwork, QNetwork, require_stateless
+from alf.tensor_specs import BoundedTensorSpec, UnsupportedActionSpaceError, describe_spec
 from alf.utils.distributions import Categorical, SquashedNormal, distribution_mode, sample
 from alf.utils.target_update import TargetUpdater, make_target
 
@@ -47,8 +49,12 @@ class SacAlgorithm(OffPolicyAlgorithm):
     Continuous actions use a tanh-squashed Normal actor; the actor loss
     ``alpha * log pi(a|s) - Q(s, a)`` reaches the actor through the reparameterised
     action only (the critics are called with detached parameters for it).
-    Scalar discrete actions use a Categorical actor and Q networks over all actions
-    (the expectation over actions replaces sampling). Critic targets are n-step
+    Scalar discrete actions (``Discrete(n, start)``) use a Categorical actor and Q
+    networks over all actions (the expectation over actions replaces sampling); with an
+    invalid-action mask in the observations the actor gives invalid actions probability
+    zero, so the expectations range over the valid ones. Other action spaces
+    (MultiDiscrete, MultiBinary, Dict/Tuple) raise
+    :class:`~alf.tensor_specs.UnsupportedActionSpaceError`. Critic targets are n-step
     (``mini_batch_length - 1``) soft returns from the minimum of the target critics.
     All losses are summed and take one optimizer step.
 
@@ -89,8 +95,17 @@ class SacAlgorithm(OffPolicyAlgorithm):
         target_update_period: int = 1,
         **kwargs: Any,
     ) -> None:
+        if not isinstance(action_spec, BoundedTensorSpec) or (
+            action_spec.is_discrete and action_spec.shape != ()
+        ):
+            raise UnsupportedActionSpaceError(
+                f"{type(self).__name__} supports a Discrete (any start) or a Box action "
+                f"space, got {describe_spec(action_spec)}; use PPOAlgorithm, AppoAlgorithm "
+                "or ActorCriticAlgorithm for MultiDiscrete, MultiBinary and Dict/Tuple actions"
+            )
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
         self._discrete = action_spec.is_discrete
+        self._offset = int(np.asarray(action_spec.minimum)) if self._discrete else 0
         if self._discrete:
             self.actor_network = actor_network_ctor(
                 input_spec=observation_spec, action_spec=action_spec
@@ -146,7 +161,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
         ``[B, A]`` probabilities and log-probabilities of every action instead."""
         dist = self.actor_network(observation)
         if isinstance(dist, Categorical):
-            return dist.logits.exp(), dist.logits
+            # Masked actions have probability 0; bounding their log-probability keeps
+            # ``0 * (q - alpha * log_pi)`` at 0 instead of 0 * inf.
+            return dist.logits.exp(), dist.logits.clamp(min=-1e4)
         assert isinstance(dist, SquashedNormal)
         return dist.rsample_with_log_prob()
 
@@ -169,7 +186,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         action = exp.action[0]
         if self._discrete:
             q_all = self.critic_network(obs)  # [B, R, A]
-            index = action.long().reshape(-1, 1, 1).expand(-1, q_all.shape[1], 1)
+            index = (action.long() - self._offset).reshape(-1, 1, 1).expand(-1, q_all.shape[1], 1)
             critics = q_all.gather(-1, index).squeeze(-1)
             probs, log_probs = self._policy(obs)
             q_min = q_all.detach().min(dim=1).values

@@ -1,6 +1,6 @@
 """Environments: the :class:`AlfEnvironment` interface, its backends, suites and wrappers."""
 
-from alf.environments import suite_gym, wrappers
+from alf.environments import action_space_envs, suite_gym, wrappers
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import AtariPreset
 from alf.environments.create_environment import create_environment
@@ -21,6 +21,7 @@ __all__ = [
     "ObservationSubset",
     "RewardSign",
     "UnknownEnvironmentError",
+    "action_space_envs",
     "create_environment",
     "resolve_env_id",
     "suite_gym",

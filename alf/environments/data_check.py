@@ -21,6 +21,7 @@ import torch
 
 from alf import nest
 from alf.errors import TrainingError
+from alf.tensor_specs import action_mask_key
 
 __all__ = ["EnvironmentDataError", "DataChecker", "describe_observation_mismatch"]
 
@@ -131,6 +132,10 @@ class DataChecker:
         self._floating = [i for i, spec in enumerate(specs) if spec.dtype.is_floating_point]
         self._step = 0  # batch steps since the last reset
         self._episode_start = np.zeros(batch_size, dtype=np.int64)  # ... at each one's start
+        key = action_mask_key()
+        self._mask_key = (
+            key if isinstance(observation_spec, dict) and key in observation_spec else None
+        )
 
     def restart(self) -> None:
         """Every environment was reset: their episodes start."""
@@ -171,6 +176,31 @@ class DataChecker:
         if math.isfinite(total):
             return None
         return self._non_finite(leaves, reward)
+
+    def check_action_mask(self, observation: Any, ignore: np.ndarray | None = None) -> None:
+        """Checks that the invalid-action mask (the observation key
+        :func:`~alf.tensor_specs.action_mask_key`, if the observations have it) allows
+        at least one action in every environment whose action is taken, i.e. all but
+        those marked in ``ignore`` (the LAST steps, whose action is ignored: a terminal
+        state may allow nothing).
+
+        Raises:
+            EnvironmentDataError: an all-false mask, naming the environment and its step.
+        """
+        if self._mask_key is None:
+            return
+        mask = np.asarray(observation[self._mask_key])
+        empty = ~mask.reshape(mask.shape[0], -1).any(axis=1)
+        if ignore is not None:
+            empty &= ~ignore
+        if empty.any():
+            env = int(np.flatnonzero(empty)[0])
+            raise EnvironmentDataError(
+                f"environment {self.first_index + env} of '{self.env_name}' returned an "
+                f"all-false action mask (observation[{self._mask_key!r}]) at step "
+                f"{self.step_of(env)} of its episode: no action is allowed where one must "
+                "be taken (end the episode there instead)"
+            )
 
     def _non_finite(self, leaves: Sequence[Any], reward: Any) -> np.ndarray:
         bad = np.zeros(len(self._episode_start), dtype=bool)

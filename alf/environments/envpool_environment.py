@@ -192,6 +192,7 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._any_first_next = False
         self._check.restart()
         self._check.check(obs, None)
+        self._check.check_action_mask(obs)
         observation = self._observation(obs)
         return first_time_step(observation, self._zero_action, self._env_id)
 
@@ -243,6 +244,7 @@ class EnvPoolEnvironment(AlfEnvironment):
             self._first_next = last
             self._any_first_next = bool(last.any())
         self._check.check(obs, reward)
+        self._check.check_action_mask(obs, ignore=self._first_next)
         observation, reward = self._observation(obs), torch.from_numpy(reward)
         return TimeStep(
             step_type=step_type,

@@ -146,6 +146,7 @@ class GymnasiumEnvironment(AlfEnvironment):
         self._first_next[:] = False
         self._check.restart()
         self._checked(obs, None, None)
+        self._check.check_action_mask(obs)
         observation = self._observation(obs)
         self._last_observation = observation
         return first_time_step(observation, self._zero_action, self._env_id)
@@ -173,6 +174,7 @@ class GymnasiumEnvironment(AlfEnvironment):
             last = last | dropped
             self._env._autoreset_envs[dropped] = True
         self._first_next = last
+        self._check.check_action_mask(obs, ignore=last)
         self._last_observation = observation
         prev_action = applied
         if first.any():

@@ -4,34 +4,131 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributions as td
 import torch.nn as nn
 import torch.nn.functional as F
 
+from alf import nest
 from alf.config import configurable
+from alf.networks.action_mask import ActionMask, discrete_sizes
 from alf.networks.conv_encoder import ConvLayerParams
 from alf.networks.encoding_network import EncodingNetwork, encoder_options, orthogonal_init
-from alf.tensor_specs import BoundedTensorSpec, action_bounds
-from alf.utils.distributions import Categorical, SquashedNormal, diag_normal
+from alf.tensor_specs import (
+    BoundedTensorSpec,
+    UnsupportedActionSpaceError,
+    action_bounds,
+    describe_spec,
+)
+from alf.utils.distributions import (
+    Categorical,
+    MultiCategorical,
+    NestDistribution,
+    SquashedNormal,
+    diag_normal,
+)
 
 __all__ = ["ActorDistributionNetwork"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _HeadOptions:
+    """The continuous heads' settings, shared by every leaf."""
+
+    state_dependent_std: bool
+    init_std: float
+    min_std: float
+    squash: bool
+
+
+def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: _HeadOptions) -> None:
+    """Adds the layers that turn ``[B, size]`` features into ``spec``'s distribution to
+    ``owner`` (the network itself for a single action, else one module per leaf), under
+    the names a single action's checkpoints have always used."""
+    if spec.is_discrete:
+        if spec.shape == ():
+            owner._offset = int(np.asarray(spec.minimum))
+            owner.logits = orthogonal_init(nn.Linear(size, spec.num_actions), 0.01)
+            return
+        sizes = discrete_sizes(spec)
+        width = int(sizes.max())
+        owner.logits = orthogonal_init(nn.Linear(size, int(sizes.size) * width), 0.01)
+        offset = torch.as_tensor(np.broadcast_to(np.asarray(spec.minimum), spec.shape).copy())
+        owner.register_buffer("_offsets", offset.to(torch.int64), persistent=False)
+        padding = torch.arange(width) < torch.as_tensor(sizes).unsqueeze(-1)
+        owner.register_buffer("_padding", padding, persistent=False)
+        owner._layout = (*spec.shape, width)
+        return
+    dim = int(math.prod(spec.shape))
+    owner.mean = orthogonal_init(nn.Linear(size, dim), 0.01)
+    # softplus(x) = init_std at x = log(exp(init_std) - 1)
+    std_bias = math.log(math.expm1(options.init_std))
+    if options.state_dependent_std:
+        owner.std = orthogonal_init(nn.Linear(size, dim), 0.01)
+        nn.init.constant_(owner.std.bias, std_bias)
+    else:
+        owner.std_param = nn.Parameter(torch.full((dim,), std_bias))
+    low, high = action_bounds(spec)
+    owner.register_buffer("_low", low)
+    owner.register_buffer("_high", high)
+    owner._action_shape = spec.shape
+
+
+def _head_distribution(
+    owner: nn.Module,
+    spec: BoundedTensorSpec,
+    hidden: torch.Tensor,
+    options: _HeadOptions,
+    mask: torch.Tensor | None,
+) -> td.Distribution:
+    """The distribution of one action leaf from the layers :func:`_add_head` added."""
+    if spec.is_discrete:
+        logits = owner.logits(hidden)
+        if spec.shape == ():
+            return Categorical(logits, offset=owner._offset, mask=mask)
+        logits = logits.reshape(logits.shape[0], *owner._layout)
+        allowed = owner._padding
+        if mask is not None:  # an element whose values are all masked allows them all
+            allowed = (mask | ~mask.any(-1, keepdim=True)) & allowed
+        return MultiCategorical(logits=logits, offset=owner._offsets, mask=allowed)
+    mean = owner.mean(hidden)
+    raw_std = owner.std(hidden) if options.state_dependent_std else owner.std_param.expand_as(mean)
+    std = F.softplus(raw_std) + options.min_std
+    shape = (mean.shape[0], *owner._action_shape)
+    mean, std = mean.reshape(shape), std.reshape(shape)
+    event_dims = len(owner._action_shape)
+    if options.squash:
+        return SquashedNormal(mean, std, owner._low, owner._high, event_dims)
+    return diag_normal(mean, std, event_dims)
 
 
 @configurable
 class ActorDistributionNetwork(nn.Module):
     """Observation -> action distribution.
 
-    A scalar discrete action space gives a ``Categorical``. A continuous (Box) action
-    space gives a diagonal Normal whose standard deviation is either a learned
-    state-independent parameter or a state-dependent output; with ``squash=True`` the
-    Normal is pushed through ``tanh`` and scaled to the action bounds.
+    One distribution per action leaf: a ``Discrete(n, start)`` action gives a
+    ``Categorical`` (actions ``start .. start + n - 1``); a ``MultiDiscrete`` or
+    ``MultiBinary`` action (any integer spec with a shape) gives a
+    :class:`~alf.utils.distributions.MultiCategorical`, one categorical per element; a
+    continuous (Box) action gives a diagonal Normal whose standard deviation is either a
+    learned state-independent parameter or a state-dependent output, and with
+    ``squash=True`` the Normal is pushed through ``tanh`` and scaled to the action
+    bounds. A ``Dict`` or ``Tuple`` action (e.g. a hybrid of a Discrete and a Box) gives
+    a :class:`~alf.utils.distributions.NestDistribution` of its leaves' distributions,
+    all computed from the same encoder features: ``log_prob`` and ``entropy`` are summed
+    over the leaves, samples and modes are nests.
+
+    If the observation is a ``Dict`` with the key :func:`~alf.tensor_specs.action_mask_key`
+    (default ``"action_mask"``), that entry is an invalid-action mask: it is not encoded
+    (see :mod:`alf.networks.action_mask`), and invalid actions get probability zero.
 
     Args:
         input_spec: nest of :class:`TensorSpec` of one observation.
-        action_spec: :class:`BoundedTensorSpec` of one action.
+        action_spec: nest of :class:`BoundedTensorSpec` of one action.
         fc_layer_params: sizes of the hidden layers.
         activation: name of the hidden activation.
         state_dependent_std: whether the standard deviation is an output of the network.
@@ -42,13 +139,17 @@ class ActorDistributionNetwork(nn.Module):
             :class:`EncodingNetwork` encoder when given (when None, a gin binding of
             ``EncodingNetwork`` may still set them). With ``lstm_hidden_size`` the
             network is recurrent: step it with :meth:`step`.
+
+    Raises:
+        UnsupportedActionSpaceError: an action leaf is not a bounded spec.
+        ActionMaskError: the observation's mask does not fit the action space.
     """
 
     def __init__(
         self,
         *,
         input_spec: Any,
-        action_spec: BoundedTensorSpec,
+        action_spec: Any,
         fc_layer_params: Sequence[int] = (64, 64),
         activation: str = "tanh",
         state_dependent_std: bool = False,
@@ -60,13 +161,20 @@ class ActorDistributionNetwork(nn.Module):
         lstm_hidden_size: int | Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(action_spec, BoundedTensorSpec):
-            raise TypeError(
-                "ActorDistributionNetwork needs a single BoundedTensorSpec action, "
-                f"got {action_spec}"
+        self._specs = nest.flatten(action_spec)
+        if not self._specs or not all(isinstance(s, BoundedTensorSpec) for s in self._specs):
+            raise UnsupportedActionSpaceError(
+                "ActorDistributionNetwork needs bounded action specs (Gymnasium Discrete, "
+                f"MultiDiscrete, MultiBinary, Box, or Dict/Tuple of them), got "
+                f"{describe_spec(action_spec)}"
             )
+        self._action_spec = action_spec
+        self._single = len(self._specs) == 1 and self._specs[0] is action_spec
+        self._mask = ActionMask(
+            owner="ActorDistributionNetwork", input_spec=input_spec, action_spec=action_spec
+        )
         self.encoder = EncodingNetwork(
-            input_spec=input_spec,
+            input_spec=self._mask.input_spec,
             fc_layer_params=fc_layer_params,
             activation=activation,
             **encoder_options(
@@ -75,59 +183,48 @@ class ActorDistributionNetwork(nn.Module):
                 lstm_hidden_size=lstm_hidden_size,
             ),
         )
-        self._discrete = action_spec.is_discrete
+        self._options = _HeadOptions(
+            state_dependent_std=state_dependent_std,
+            init_std=init_std,
+            min_std=min_std,
+            squash=squash,
+        )
         size = self.encoder.output_size
-        if self._discrete:
-            if action_spec.shape != ():
-                raise ValueError(f"Only scalar discrete actions are supported, got {action_spec}")
-            if int(action_spec.minimum) != 0:
-                raise ValueError(
-                    f"Discrete actions must start at 0 (Gymnasium Discrete(n, start=0)), "
-                    f"got {action_spec}"
-                )
-            self.logits = orthogonal_init(nn.Linear(size, action_spec.num_actions), 0.01)
-            return
-        self._action_shape = action_spec.shape
-        dim = int(math.prod(action_spec.shape))
-        self.mean = orthogonal_init(nn.Linear(size, dim), 0.01)
-        self._state_dependent_std = state_dependent_std
-        self._min_std = min_std
-        # softplus(x) = init_std at x = log(exp(init_std) - 1)
-        std_bias = math.log(math.expm1(init_std))
-        if state_dependent_std:
-            self.std = orthogonal_init(nn.Linear(size, dim), 0.01)
-            nn.init.constant_(self.std.bias, std_bias)
+        if self._single:
+            _add_head(self, self._specs[0], size, self._options)
         else:
-            self.std_param = nn.Parameter(torch.full((dim,), std_bias))
-        self._squash = squash
-        low, high = action_bounds(action_spec)
-        self.register_buffer("_low", low)
-        self.register_buffer("_high", high)
+            self.heads = nn.ModuleList()
+            for spec in self._specs:
+                head = nn.Module()
+                _add_head(head, spec, size, self._options)
+                self.heads.append(head)
 
     @property
     def state_spec(self) -> Any:
         """Specs of the recurrent state (``()`` when stateless)."""
         return self.encoder.state_spec
 
+    def action_mask(self, observation: Any) -> torch.Tensor | None:
+        """The observation's invalid-action mask (see :meth:`ActionMask.split`), or None."""
+        return self._mask.split(observation)[1]
+
     def forward(self, observation: Any) -> td.Distribution:
         """A distribution over ``[B, *action_shape]`` actions (stateless networks)."""
-        return self._distribution(self.encoder(observation))
+        observation, mask = self._mask.split(observation)
+        return self._distribution(self.encoder(observation), mask)
 
     def step(self, observation: Any, state: Any) -> tuple[td.Distribution, Any]:
         """One time step: the action distribution and the new state (see
         :meth:`EncodingNetwork.step`)."""
+        observation, mask = self._mask.split(observation)
         hidden, state = self.encoder.step(observation, state)
-        return self._distribution(hidden), state
+        return self._distribution(hidden, mask), state
 
-    def _distribution(self, hidden: torch.Tensor) -> td.Distribution:
-        if self._discrete:
-            return Categorical(self.logits(hidden))
-        mean = self.mean(hidden)
-        raw_std = self.std(hidden) if self._state_dependent_std else self.std_param.expand_as(mean)
-        std = F.softplus(raw_std) + self._min_std
-        shape = (mean.shape[0], *self._action_shape)
-        mean, std = mean.reshape(shape), std.reshape(shape)
-        event_dims = len(self._action_shape)
-        if self._squash:
-            return SquashedNormal(mean, std, self._low, self._high, event_dims)
-        return diag_normal(mean, std, event_dims)
+    def _distribution(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> td.Distribution:
+        if self._single:
+            return _head_distribution(self, self._specs[0], hidden, self._options, mask)
+        dists = [
+            _head_distribution(head, spec, hidden, self._options, None)
+            for head, spec in zip(self.heads, self._specs, strict=True)
+        ]
+        return NestDistribution(dists=dists, structure=self._action_spec)

@@ -5,16 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 from alf import nest
 from alf.config import configurable
+from alf.networks.action_mask import ActionMask
 from alf.networks.conv_encoder import ConvLayerParams
 from alf.networks.encoding_network import EncodingNetwork, encoder_options
 from alf.networks.ensemble import EnsembleMLP
 from alf.networks.layers import flat_input_size
-from alf.tensor_specs import BoundedTensorSpec
+from alf.tensor_specs import BoundedTensorSpec, UnsupportedActionSpaceError, describe_spec
 
 __all__ = ["CriticNetwork", "QNetwork", "flatten_batch", "observation_torsos", "torso_features"]
 
@@ -163,7 +165,7 @@ class QNetwork(nn.Module):
 
     Args:
         input_spec: nest of specs of one observation.
-        action_spec: scalar discrete :class:`BoundedTensorSpec` starting at 0.
+        action_spec: scalar discrete :class:`BoundedTensorSpec` (a ``Discrete(n, start)``).
         fc_layer_params: hidden layer sizes.
         activation: name of the hidden activation.
         num_replicas: number of independent Q networks (2 for discrete SAC).
@@ -183,12 +185,20 @@ class QNetwork(nn.Module):
         conv_layer_params: ConvLayerParams | None = None,
     ) -> None:
         super().__init__()
-        if not action_spec.is_discrete or action_spec.shape != () or action_spec.minimum != 0:
-            raise ValueError(
-                f"QNetwork needs a scalar discrete action space starting at 0, got {action_spec}"
+        if not (
+            isinstance(action_spec, BoundedTensorSpec)
+            and action_spec.is_discrete
+            and action_spec.shape == ()
+        ):
+            raise UnsupportedActionSpaceError(
+                f"QNetwork needs a scalar Discrete action space, got {describe_spec(action_spec)}"
             )
         self.num_actions = action_spec.num_actions
+        self.offset = int(np.asarray(action_spec.minimum))
+        """The action of output index 0 (the ``start`` of a ``Discrete(n, start)``)."""
         self.num_replicas = num_replicas
+        self._mask = ActionMask(owner="QNetwork", input_spec=input_spec, action_spec=action_spec)
+        input_spec = self._mask.input_spec
         self.torsos, size = observation_torsos(
             owner="QNetwork",
             input_spec=input_spec,
@@ -210,8 +220,16 @@ class QNetwork(nn.Module):
         """``()``: Q networks are stateless."""
         return ()
 
+    def action_mask(self, observation: Any) -> torch.Tensor | None:
+        """The observation's ``[B, num_actions]`` invalid-action mask (true: allowed), or
+        None (see :mod:`alf.networks.action_mask`)."""
+        return self._mask.split(observation)[1]
+
     def forward(self, observation: Any) -> torch.Tensor:
-        """``[B, ...]`` observations -> ``[B, num_replicas, num_actions]`` Q values."""
+        """``[B, ...]`` observations -> ``[B, num_replicas, num_actions]`` Q values (of
+        every action, valid or not: the mask, if any, is not an input; see
+        :meth:`action_mask`). Output index ``i`` is the action ``offset + i``."""
+        observation = self._mask.split(observation)[0]
         if self.torsos is None:
             x = flatten_batch(observation)
         else:

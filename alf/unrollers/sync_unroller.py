@@ -11,12 +11,24 @@ from alf import nest
 from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
 from alf.data_structures import AlgStep, Experience, TimeStep
 from alf.environments.alf_environment import AlfEnvironment
-from alf.tensor_specs import sample_uniform
+from alf.tensor_specs import BoundedTensorSpec, action_mask_key, sample_uniform
 from alf.unrollers.collector import UnrollingCollector
 from alf.unrollers.episode_tracker import EpisodeTracker
 from alf.utils.device import to_device
 
 __all__ = ["SyncUnroller", "reset_state_on_first"]
+
+
+def _random_action_mask(observation: Any, action_spec: Any) -> torch.Tensor | None:
+    """The invalid-action mask that the initial random actions must respect: the
+    observation's :func:`~alf.tensor_specs.action_mask_key` entry for a scalar discrete
+    action (None otherwise)."""
+    key = action_mask_key()
+    if not (isinstance(observation, dict) and key in observation):
+        return None
+    if isinstance(action_spec, BoundedTensorSpec) and action_spec.is_discrete:
+        return observation[key] if action_spec.shape == () else None
+    return None
 
 
 class SyncUnroller(UnrollingCollector):
@@ -118,7 +130,11 @@ class SyncUnroller(UnrollingCollector):
         executed_in = self._rows_this_call * self.env.batch_size
         self._rows_this_call += 1
         if executed_in < self.num_random_steps:
-            action = sample_uniform(self.env.action_spec(), self.env.batch_size)
+            action = sample_uniform(
+                self.env.action_spec(),
+                self.env.batch_size,
+                mask=_random_action_mask(time_step.observation, self.env.action_spec()),
+            )
             self._policy_step = self._policy_step._replace(output=action)
         return Experience.from_time_step(
             time_step, self._policy_step.output, self._policy_step.info, state
