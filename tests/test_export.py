@@ -289,8 +289,8 @@ def test_missing_flags_and_unwritable_out_are_one_clear_line(tmp_path):
 
 
 def test_nested_observation_with_normalizer_stacker_and_lstm_in_process(tmp_path):
-    """A Dict observation (a float vector and a bool ``action_mask`` the networks do not
-    read yet) through an ObservationNormalizer with non-trivial statistics and a
+    """A Dict observation (a float vector and a bool ``door_open`` the networks do not
+    read) through an ObservationNormalizer with non-trivial statistics and a
     FrameStacker, into an LSTM actor: every leaf is an input of its own (the unread one
     too), and both formats match ``greedy_step`` over random episodes of 3 environments."""
     import functools
@@ -303,7 +303,7 @@ def test_nested_observation_with_normalizer_stacker_and_lstm_in_process(tmp_path
 
     torch.manual_seed(0)
     observation_spec = {
-        "action_mask": TensorSpec((4,), torch.bool),
+        "door_open": TensorSpec((4,), torch.bool),
         "position": TensorSpec((3,), torch.float32),
     }
     algorithm = make_algorithm(
@@ -330,11 +330,11 @@ def test_nested_observation_with_normalizer_stacker_and_lstm_in_process(tmp_path
     signature = read_signature(files[0])
     assert signature.input_names == [
         "step_type",
-        "observation.action_mask",
+        "observation.door_open",
         "observation.position",
         "policy_state.0.0",
         "policy_state.0.1",
-        "transform_state.1.action_mask",
+        "transform_state.1.door_open",
         "transform_state.1.position",
     ]
     assert signature.inputs[1].dtype == "bool" and signature.inputs[5].shape == ("batch", 1, 4)
@@ -348,7 +348,7 @@ def test_nested_observation_with_normalizer_stacker_and_lstm_in_process(tmp_path
     for t in range(40):
         first = torch.rand(3, generator=generator) < 0.15 if t else torch.ones(3, dtype=torch.bool)
         observation = {
-            "action_mask": torch.rand(3, 4, generator=generator) < 0.7,
+            "door_open": torch.rand(3, 4, generator=generator) < 0.7,
             "position": torch.randn(3, 3, generator=generator) * 3,
         }
         time_step = TimeStep(
@@ -371,3 +371,58 @@ def test_nested_observation_with_normalizer_stacker_and_lstm_in_process(tmp_path
             np.testing.assert_allclose(
                 outputs["next_policy_state.0.1"], state[0][1].numpy(), atol=1e-5
             )
+
+
+def test_masked_policy_exports_play_actions_and_never_a_masked_one(tmp_path):
+    """PPO on ALF's MaskedChoice env: the mask is an input of the exported policy, whose
+    greedy actions equal ``greedy_step``'s and are always allowed by the mask."""
+    import functools
+
+    from alf.algorithms import PPOAlgorithm
+    from alf.algorithms.factory import make_algorithm
+    from alf.environments import create_environment
+    from alf.networks import ActorDistributionNetwork, ValueNetwork
+
+    torch.manual_seed(0)
+    env = create_environment(env_name="alf/MaskedChoice-v0", num_parallel_environments=4, seed=0)
+    try:
+        algorithm = make_algorithm(
+            observation_spec=env.observation_spec(),
+            action_spec=env.action_spec(),
+            algorithm_ctor=functools.partial(
+                PPOAlgorithm,
+                actor_network_ctor=functools.partial(
+                    ActorDistributionNetwork, fc_layer_params=(8,)
+                ),
+                value_network_ctor=functools.partial(ValueNetwork, fc_layer_params=(8,)),
+            ),
+        )
+        files = [
+            export_policy(algorithm, str(tmp_path / f"m{SUFFIX[f]}"), format=f).path for f in SUFFIX
+        ]
+        assert "observation.action_mask" in read_signature(files[0]).input_names
+        models = [_Exported(Path(f)) for f in files]
+        algorithm.eval()
+        state = algorithm.zero_state(algorithm.predict_state_spec, 4)
+        transform_state = algorithm.data_transformer.initial_state(4)
+        time_step = env.reset()
+        masked_rows = 0
+        for t in range(100):
+            mask = time_step.observation["action_mask"]
+            masked_rows += int((~mask).any(-1).sum())
+            with torch.no_grad():
+                action, state, transform_state = greedy_step(
+                    algorithm, time_step, state, transform_state
+                )
+            allowed = mask.gather(-1, (action - env.action_spec().minimum).long().unsqueeze(-1))
+            assert allowed.all(), (t, mask, action)
+            for model in models:
+                feed = {"step_type": time_step.step_type.numpy().astype(np.int32)}
+                feed.update(
+                    (n, x.numpy()) for n, x in named_leaves("observation", time_step.observation)
+                )
+                assert np.array_equal(model(feed)["action"], action.numpy()), t
+            time_step = env.step(action)
+        assert masked_rows > 0, "the environment never masked an action"
+    finally:
+        env.close()
