@@ -119,6 +119,15 @@ class ActorDistributionNetwork(nn.Module):
         hidden, state = self.encoder.step(observation, state)
         return self._distribution(hidden), state
 
+    def unroll(
+        self, observation: Any, state: Any, first: torch.Tensor
+    ) -> tuple[td.Distribution, Any]:
+        """Runs along ``[T, B, ...]`` observation sequences (see
+        :meth:`EncodingNetwork.unroll`): a distribution of batch ``[T * B]`` (row
+        ``t * B + b``) and the state after the last step."""
+        hidden, state = self.encoder.unroll(observation, state, first)
+        return self._distribution(hidden), state
+
     def _distribution(self, hidden: torch.Tensor) -> td.Distribution:
         if self._discrete:
             return Categorical(self.logits(hidden))
