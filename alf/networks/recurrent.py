@@ -227,5 +227,6 @@ def require_stateless(algorithm: str, **networks: nn.Module) -> None:
                 f"{algorithm} does not support recurrent networks, but its {name} "
                 f"({type(network).__name__}) has the state {state_spec_of(network)} "
                 "(e.g. from lstm_hidden_size). Recurrent networks are supported by the "
-                "on-policy actor-critic algorithms (ActorCriticAlgorithm, PPOAlgorithm) only."
+                "on-policy actor-critic algorithms (ActorCriticAlgorithm, PPOAlgorithm, "
+                "AppoAlgorithm) only."
             )
