@@ -228,5 +228,6 @@ def require_stateless(algorithm: str, **networks: nn.Module) -> None:
                 f"({type(network).__name__}) has the state {state_spec_of(network)} "
                 "(e.g. from lstm_hidden_size). Recurrent networks are supported by the "
                 "on-policy actor-critic algorithms (ActorCriticAlgorithm, PPOAlgorithm, "
-                "AppoAlgorithm) only."
+                "AppoAlgorithm); SacAlgorithm and DqnAlgorithm take a recurrent observation "
+                "encoder instead (encoder_ctor, e.g. an EncodingNetwork with lstm_hidden_size)."
             )
