@@ -20,7 +20,7 @@ from alf.algorithms.rl_algorithm import LearningSetup, reset_state_on_first
 from alf.config import ConfigValueError
 from alf.data_structures import Experience, StepType, TimeStep
 from alf.networks import EncodingNetwork
-from alf.replay_buffers import ReplayBuffer
+from alf.replay_buffers import ReplayBuffer, ReplayBufferError
 from alf.tensor_specs import BoundedTensorSpec
 
 OBS = BoundedTensorSpec((2,), torch.float32, -np.ones(2), np.ones(2))
@@ -132,7 +132,7 @@ def test_burn_in_needs_a_recurrent_algorithm_and_uniform_sampling():
     with pytest.raises(ConfigValueError, match="SacAlgorithm.burn_in"):
         SacAlgorithm(observation_spec=OBS, action_spec=BOX, burn_in=-1)
     prioritized = _make(replay_buffer_ctor=functools.partial(ReplayBuffer, prioritized=True))
-    with pytest.raises(ValueError, match="ReplayBuffer.prioritized is not supported"):
+    with pytest.raises(ReplayBufferError, match="ReplayBuffer.prioritized is not supported"):
         prioritized.prepare_learning(LearningSetup(num_envs=1))
 
 

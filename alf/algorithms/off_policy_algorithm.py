@@ -15,7 +15,7 @@ from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
 from alf.config import invalid_value
 from alf.data_structures import BatchInfo, Experience, LossInfo, StepType, Trajectory
-from alf.replay_buffers import ReplayBuffer
+from alf.replay_buffers import ReplayBuffer, ReplayBufferError
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.utils.device import to_device
 from alf.utils.value_ops import n_step_return
@@ -124,7 +124,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
             )
         self.build_replay_buffer(num_envs=setup.num_envs)
         if self.is_recurrent and self.replay_buffer.prioritized:
-            raise ValueError(
+            raise ReplayBufferError(
                 f"ReplayBuffer.prioritized is not supported with recurrent networks ({owner} "
                 f"has the state spec {self.train_state_spec}): sample uniformly"
             )

@@ -72,7 +72,6 @@ class SacAlgorithm(OffPolicyAlgorithm):
     the encoder; the actor sees its features detached.
 
     Args:
-    Args:
         observation_spec: nest of specs of one observation.
         action_spec: spec of one action.
         actor_network_ctor: builds the policy (``squash`` and ``state_dependent_std`` are
