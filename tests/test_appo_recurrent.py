@@ -126,11 +126,14 @@ TARGET = 400.0
 
 @pytest.mark.slow
 def test_recurrent_appo_learns_masked_cart_pole(tmp_path):
-    """The example config (asynchronous: two actor processes), one seed, stopping at the
-    first evaluation that reaches 400."""
+    """The example config with synchronous collection (seeded, so reproducible: async
+    runs are not, and their policy lag makes this config's learning curve vary from run
+    to run; the asynchronous path's states are checked above), one seed, stopping at the
+    first evaluation that reaches 400 (seed 0: 35,840 env steps)."""
     cmd = train_cmd(
         tmp_path / "appo_lstm",
         "TrainerConfig.random_seed=0",
+        "TrainerConfig.async_unroll=False",
         f"TrainerConfig.stop_at_eval_return={TARGET}",
         conf=CONF,
     )
