@@ -169,17 +169,13 @@ def test_require_stateless_names_the_network():
     )
 
 
-def test_appo_refuses_recurrent_networks():
-    with pytest.raises(ValueError, match="AppoAlgorithm does not support recurrent"):
-        AppoAlgorithm(
-            observation_spec=OBS, action_spec=DISCRETE, actor_network_ctor=RECURRENT_ACTOR
-        )
-    with pytest.raises(ValueError, match="value_network"):
-        AppoAlgorithm(
-            observation_spec=OBS,
-            action_spec=DISCRETE,
-            value_network_ctor=functools.partial(ValueNetwork, lstm_hidden_size=4),
-        )
+def test_appo_accepts_recurrent_networks():
+    for kwargs in (
+        {"actor_network_ctor": RECURRENT_ACTOR},
+        {"value_network_ctor": functools.partial(ValueNetwork, lstm_hidden_size=4)},
+    ):
+        algorithm = AppoAlgorithm(observation_spec=OBS, action_spec=DISCRETE, **kwargs)
+        assert algorithm.is_recurrent
 
 
 def test_sac_refuses_a_recurrent_actor():

@@ -11,8 +11,14 @@ import torch.distributions as td
 from alf import nest
 from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.config import configurable
-from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
-from alf.networks import ActorDistributionNetwork, ValueNetwork, state_spec_of, step_network
+from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
+from alf.networks import (
+    ActorDistributionNetwork,
+    ValueNetwork,
+    state_spec_of,
+    step_network,
+    unroll_network,
+)
 from alf.utils.distributions import distribution_mode, sample
 from alf.utils.value_ops import generalized_advantage_estimation
 
@@ -192,6 +198,31 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             value=value,
             rollout=rollout_info,
         )
+        return AlgStep(output=(), state=state, info=info)
+
+    def train_sequence(self, exp: Experience, state: Any) -> AlgStep:
+        """:meth:`train_step` along ``[L, B]`` sequences with one call per network
+        (:func:`~alf.networks.unroll_network`: an LSTM runs as one fused call over the
+        sequences, split at the episode starts), resetting the state at FIRST steps.
+
+        Returns:
+            ``info``: an :class:`ActorCriticTrainInfo` of ``[L, B]`` tensors; ``state``:
+            the state after the last row.
+        """
+        first = exp.step_type == StepType.FIRST
+        outer = first.shape
+        actor_state, value_state = ((), ()) if self._stateless else (state.actor, state.value)
+        dist, actor_state = unroll_network(self.actor_network, exp.observation, actor_state, first)
+        value, value_state = unroll_network(self.value_network, exp.observation, value_state, first)
+        action = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), exp.action)
+        info = ActorCriticTrainInfo(
+            log_prob=dist.log_prob(action).reshape(outer),
+            entropy=dist.entropy().reshape(outer),
+            value=value.reshape(outer),
+            rollout=exp.rollout_info,
+        )
+        if not self._stateless:
+            state = ActorCriticState(actor=actor_state, value=value_state)
         return AlgStep(output=(), state=state, info=info)
 
     def advantages(self, info: ActorCriticTrainInfo) -> torch.Tensor:

@@ -24,7 +24,6 @@ from alf.algorithms.actor_critic import (
 from alf.algorithms.ppo import ClippedObjective
 from alf.config import configurable, invalid_value
 from alf.data_structures import Experience, LossInfo
-from alf.networks import require_stateless
 from alf.utils.schedules import Schedule
 from alf.utils.value_ops import valid_mask, vtrace
 
@@ -64,9 +63,15 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
     ``E_mu[pi/mu] = 1``), and ``vtrace_mean_abs_log_rho``, the mean of ``|log(pi/mu)|``
     (0 on-policy; it grows with the behaviour policy's staleness).
 
-    Stateless (feed-forward) networks only: a recurrent actor or value network raises a
-    ``ValueError`` at construction (use :class:`~alf.algorithms.PPOAlgorithm` for
-    recurrent policies).
+    Recurrent (LSTM) actor and value networks are supported: the collectors store the
+    state given to ``rollout_step`` with every step (in an asynchronous run, in the
+    shared fragments), and preprocessing runs the networks along the whole ``[T+1, B]``
+    trajectory from the state stored with its first row
+    (:meth:`~alf.algorithms.OnPolicyAlgorithm.run_sequences`; from zeros without
+    ``use_rollout_state``), resetting it at episode starts. Training then runs sequences
+    of ``mini_batch_length`` steps (default: the whole unroll) from their stored states,
+    as :class:`~alf.algorithms.PPOAlgorithm` does. The stored states are the behaviour
+    policy's; V-trace corrects the actions' lag, not the states'.
 
     Args:
         observation_spec: nest of specs of one observation.
@@ -121,11 +126,6 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
             mini_batch_size=mini_batch_size,
             **kwargs,
         )
-        require_stateless(
-            "AppoAlgorithm",
-            actor_network=self.actor_network,
-            value_network=self.value_network,
-        )
         truncations = {"clip_rho": clip_rho, "clip_c": clip_c, "clip_pg_rho": clip_pg_rho}
         for name, value in truncations.items():
             if not value > 0:
@@ -138,8 +138,18 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
 
     def target_log_prob_and_value(self, exp: Experience) -> tuple[torch.Tensor, torch.Tensor]:
         """The current policy's log-probabilities of ``exp``'s actions and the current
-        values of its observations, for a ``[T, B]`` trajectory (both ``[T, B]``)."""
+        values of its observations, for a ``[T, B]`` trajectory (both ``[T, B]``).
+
+        Recurrent networks run along the trajectory from the state stored with its first
+        row (zeros without ``use_rollout_state``), reset at FIRST steps."""
         outer = exp.step_type.shape[:2]
+        if self.is_recurrent:
+            if self.use_rollout_state:
+                state = nest.map_structure(lambda x: x[0], exp.state)
+            else:
+                state = self.zero_state(self.train_state_spec, outer[1])
+            info = self.run_sequences(exp, state).info
+            return info.log_prob, info.value
 
         def flat(x: torch.Tensor) -> torch.Tensor:
             return x.reshape(-1, *x.shape[2:])

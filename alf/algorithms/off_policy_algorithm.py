@@ -15,8 +15,8 @@ from alf.algorithms.algorithm import was_skipped
 from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
 from alf.config import invalid_value
-from alf.data_structures import BatchInfo, Experience, StepType, Trajectory
-from alf.replay_buffers import ReplayBuffer
+from alf.data_structures import BatchInfo, Experience, LossInfo, StepType, Trajectory
+from alf.replay_buffers import ReplayBuffer, ReplayBufferError
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.utils.device import to_device
 from alf.utils.value_ops import n_step_return
@@ -51,6 +51,14 @@ class OffPolicyAlgorithm(RLAlgorithm):
     With an offline buffer (:meth:`set_offline_buffers`), ``offline_fraction`` of every
     mini-batch comes from it and the rest from the online buffer (1.0: offline only).
 
+    Recurrent algorithms (non-empty ``train_state_spec``; R2D2-style): the buffer stores
+    the state given to ``rollout_step`` with every step; sampled sequences are
+    ``burn_in + mini_batch_length`` steps long and ``train_step(exp, state,
+    rollout_info)`` receives the whole ``[burn_in + mini_batch_length, B]`` batch with
+    ``state`` the state stored with its first row. The algorithm runs its networks along
+    the first ``burn_in`` rows without gradient (:meth:`burn_in_state`) to refresh that
+    stale state, and computes its loss on the remaining rows.
+
     :meth:`prepare_learning` creates the buffer (:meth:`build_replay_buffer`) once the
     number of environments is known, and loads the offline buffers; its size and
     sampling are configured on :class:`ReplayBuffer` (``ReplayBuffer.max_length``,
@@ -62,6 +70,8 @@ class OffPolicyAlgorithm(RLAlgorithm):
             algorithms there is no whole batch, so no None).
         mini_batch_length: steps per sequence (an int >= 2).
         num_updates_per_train_iter: updates per training iteration (an int >= 1).
+        burn_in: recurrent algorithms only: steps at the start of every sampled sequence
+            that only warm up the recurrent state (no loss); an int >= 0.
         replay_buffer_ctor: called as ``replay_buffer_ctor(data_spec=..., num_envs=...)``.
         **kwargs: passed to :class:`RLAlgorithm`.
     """
@@ -72,6 +82,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
         mini_batch_size: int = 256,
         mini_batch_length: int = 2,
         num_updates_per_train_iter: int = 1,
+        burn_in: int = 0,
         replay_buffer_ctor: Callable[..., ReplayBuffer] = ReplayBuffer,
         **kwargs: Any,
     ) -> None:
@@ -80,6 +91,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
             "mini_batch_size": (mini_batch_size, 1),
             "mini_batch_length": (mini_batch_length, 2),
             "num_updates_per_train_iter": (num_updates_per_train_iter, 1),
+            "burn_in": (burn_in, 0),
         }
         for name, (value, minimum) in minimums.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -87,6 +99,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = mini_batch_length
         self.num_updates_per_train_iter = num_updates_per_train_iter
+        self.burn_in = burn_in
         self._replay_buffer_ctor = replay_buffer_ctor
         self._replay_buffer: ReplayBuffer | None = None
         self._offline_buffers: list[ReplayBuffer] = []
@@ -105,7 +118,17 @@ class OffPolicyAlgorithm(RLAlgorithm):
                 ``offline_fraction=1.0`` without offline data.
         """
         self._setup = setup
+        owner = type(self).__name__
+        if self.burn_in and not self.is_recurrent:
+            raise invalid_value(
+                f"{owner}.burn_in", self.burn_in, "0 for an algorithm without recurrent state"
+            )
         self.build_replay_buffer(num_envs=setup.num_envs)
+        if self.is_recurrent and self.replay_buffer.prioritized:
+            raise ReplayBufferError(
+                f"ReplayBuffer.prioritized is not supported with recurrent networks ({owner} "
+                f"has the state spec {self.train_state_spec}): sample uniformly"
+            )
         if setup.data_parallel and self.replay_buffer.enable_checkpoint:
             raise ValueError(
                 "ReplayBuffer.enable_checkpoint is not supported in data-parallel runs "
@@ -257,9 +280,40 @@ class OffPolicyAlgorithm(RLAlgorithm):
 
     @property
     def sample_length(self) -> int:
-        """Steps per sampled sequence: ``mini_batch_length`` plus the history rows the
-        data transformers consume (e.g. ``stack_size - 1`` for frame stacking)."""
-        return self.mini_batch_length + self.data_transformer.history_length
+        """Steps per sampled sequence: ``burn_in + mini_batch_length`` plus the history
+        rows the data transformers consume (e.g. ``stack_size - 1`` for frame stacking)."""
+        return self.burn_in + self.mini_batch_length + self.data_transformer.history_length
+
+    @property
+    def is_recurrent(self) -> bool:
+        """Whether ``train_step`` starts from a stored recurrent state."""
+        return bool(nest.flatten(self.train_state_spec))
+
+    def _batch_loss(self, exp: Experience) -> LossInfo:
+        state: Any = ()
+        if self.is_recurrent:
+            state = nest.map_structure(lambda x: x[0], exp.state)
+        return self.calc_loss(self.train_step(exp, state, exp.rollout_info).info)
+
+    def burn_in_state(
+        self, network: nn.Module, exp: Experience, state: Any
+    ) -> tuple[Any, Experience]:
+        """Runs ``network`` (recurrent, with ``unroll``) along the first
+        :attr:`burn_in` rows of a sampled batch from ``state`` without gradient.
+
+        Returns:
+            The state after the burn-in (``state`` when ``burn_in`` is 0) and the
+            remaining ``[mini_batch_length, B]`` rows of ``exp``.
+        """
+        n = self.burn_in
+        if n == 0:
+            return state, exp
+        with torch.no_grad():
+            first = exp.step_type[:n] == StepType.FIRST
+            observation = nest.map_structure(lambda x: x[:n], exp.observation)
+            _, state = network.unroll(observation, state, first)
+        rest = nest.map_structure(lambda x: x[n:], exp._replace(batch_info=()))
+        return state, rest._replace(batch_info=exp.batch_info)
 
     def can_train(self) -> bool:
         """Whether a mini-batch can be sampled (enough steps stored)."""

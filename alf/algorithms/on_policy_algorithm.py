@@ -9,9 +9,9 @@ import torch
 
 from alf import nest
 from alf.algorithms.algorithm import was_skipped
-from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
+from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.config import invalid_value
-from alf.data_structures import Experience, LossInfo
+from alf.data_structures import AlgStep, Experience, LossInfo
 from alf.utils.device import to_device
 from alf.utils.value_ops import valid_mask
 
@@ -40,8 +40,9 @@ class OnPolicyAlgorithm(RLAlgorithm):
 
     Recurrent algorithms: the trajectory is cut into sequences of ``mini_batch_length``
     steps per environment; each mini-batch holds ``mini_batch_size // mini_batch_length``
-    shuffled sequences, and ``train_step`` runs along them one step at a time, starting
-    from the rollout state stored with each sequence's first step
+    shuffled sequences, and :meth:`~RLAlgorithm.train_sequence` runs along them (one
+    fused call per network where the algorithm implements it, e.g. LSTM actor-critic),
+    starting from the rollout state stored with each sequence's first step
     (``use_rollout_state``) or from zeros, and resetting to zeros at FIRST steps.
 
     Args:
@@ -53,6 +54,11 @@ class OnPolicyAlgorithm(RLAlgorithm):
             int >= 1, or None: the whole unroll); must divide the unroll length.
         use_rollout_state: recurrent algorithms only: start each training sequence from
             the state the policy had there during collection (otherwise from zeros).
+        fused_sequences: recurrent algorithms only: run the training sequences through
+            :meth:`~RLAlgorithm.train_sequence` (whole sequences at once where the
+            algorithm implements it); False steps ``train_step`` along them one row at a
+            time (:meth:`~RLAlgorithm.step_through_sequence`: the same result, slower;
+            kept as the reference for tests and benchmarks).
         **kwargs: passed to :class:`RLAlgorithm`.
     """
 
@@ -63,6 +69,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
         mini_batch_size: int | None = None,
         mini_batch_length: int | None = None,
         use_rollout_state: bool = True,
+        fused_sequences: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -87,6 +94,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
         self.mini_batch_size = mini_batch_size
         self.mini_batch_length = mini_batch_length
         self.use_rollout_state = use_rollout_state
+        self.fused_sequences = fused_sequences
 
     @property
     def is_recurrent(self) -> bool:
@@ -201,30 +209,28 @@ class OnPolicyAlgorithm(RLAlgorithm):
     def update_on_sequence(
         self, exp: Experience, valid: torch.Tensor
     ) -> tuple[LossInfo, dict[str, Any]]:
-        """One gradient update on ``[L, b]`` sequences: ``train_step`` along them (state
-        reset at FIRST steps), then ``calc_loss`` on the steps where ``valid``."""
+        """One gradient update on ``[L, b]`` sequences: :meth:`run_sequences` along them
+        (state reset at FIRST steps), then ``calc_loss`` on the steps where ``valid``."""
         loss_info = self.compute_loss(self._sequence_loss, exp, valid)
         update = self.update_with_gradient(loss_info)
         self.after_applied_update(update)
         return loss_info, update
 
+    def run_sequences(self, exp: Experience, state: Any) -> AlgStep:
+        """:meth:`~RLAlgorithm.train_sequence` on ``[L, b]`` sequences, or
+        :meth:`~RLAlgorithm.step_through_sequence` without ``fused_sequences``."""
+        if self.fused_sequences:
+            return self.train_sequence(exp, state)
+        return self.step_through_sequence(exp, state)
+
     def _sequence_loss(self, exp: Experience, valid: torch.Tensor) -> LossInfo:
-        num_rows = valid.shape[0]
         if self.use_rollout_state:
             state = nest.map_structure(lambda x: x[0], exp.state)
         else:
             state = self.zero_state(self.train_state_spec, valid.shape[1])
-        infos = []
-        for t in range(num_rows):
-            row = nest.map_structure(lambda x, t=t: x[t], exp)
-            state = reset_state_on_first(state, row.step_type)
-            step = self.train_step(row, state, row.rollout_info)
-            state = step.state
-            infos.append(step.info)
+        info = self.run_sequences(exp, state).info
         flat_valid = valid.reshape(-1)
-        info = nest.map_structure(
-            lambda *xs: torch.stack(xs).reshape(-1, *xs[0].shape[1:])[flat_valid], *infos
-        )
+        info = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[flat_valid], info)
         return self.calc_loss(info)
 
 

@@ -66,6 +66,7 @@ class RLAlgorithm(Algorithm):
     ``predict_step(time_step, state)``        greedy/deterministic action (evaluation, play)
     ``rollout_step(time_step, state)``        exploring action + ``info`` kept for training
     ``train_step(exp, state, rollout_info)``  recomputes the step with gradients
+    ``train_sequence(exp, state)``            the same along ``[L, B]`` sequences
     ``calc_loss(info)``                       turns ``train_step``'s ``info`` into a loss
     ``preprocess_experience(exp)``            e.g. advantages, before training on a batch
     ``after_update()``                        after every applied gradient update
@@ -143,6 +144,35 @@ class RLAlgorithm(Algorithm):
         """Recomputes a step of stored experience with gradients; ``info`` goes to
         :meth:`calc_loss`."""
         raise NotImplementedError
+    def train_sequence(self, exp: Experience, state: Any) -> AlgStep:
+        """Recomputes ``[L, B]`` sequences of stored experience with gradients, starting
+        from ``state`` (``[B, ...]``) and resetting it to zeros at FIRST steps (row 0
+        included).
+
+        The default steps :meth:`train_step` along the rows
+        (:meth:`step_through_sequence`); a recurrent algorithm overrides it to run its
+        networks along whole sequences at once (e.g. with
+        :func:`~alf.networks.unroll_network`), which must give the same ``info``.
+
+        Returns:
+            An :class:`AlgStep` whose ``info`` is a nest of ``[L, B, ...]`` tensors (what
+            ``train_step`` returns for each row, stacked) and whose ``state`` is the state
+            after the last row.
+        """
+        return self.step_through_sequence(exp, state)
+
+    def step_through_sequence(self, exp: Experience, state: Any) -> AlgStep:
+        """:meth:`train_sequence` by :meth:`train_step`, one row at a time (the reference
+        path: one network call per time step)."""
+        infos = []
+        for t in range(exp.step_type.shape[0]):
+            row = nest.map_structure(lambda x, t=t: x[t], exp)
+            state = reset_state_on_first(state, row.step_type)
+            step = self.train_step(row, state, row.rollout_info)
+            state = step.state
+            infos.append(step.info)
+        return AlgStep(output=(), state=state, info=nest.stack(infos))
+
 
     def calc_loss(self, info: Any) -> LossInfo:
         """The loss of a batch from the ``info`` of :meth:`train_step`."""

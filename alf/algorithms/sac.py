@@ -21,9 +21,21 @@ from alf.algorithms.off_policy_algorithm import (
     valid_transitions,
 )
 from alf.config import configurable
-from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
-from alf.networks import ActorDistributionNetwork, CriticNetwork, QNetwork, require_stateless
-from alf.tensor_specs import BoundedTensorSpec, UnsupportedActionSpaceError, describe_spec
+from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
+from alf.networks import (
+    ActorDistributionNetwork,
+    CriticNetwork,
+    QNetwork,
+    require_stateless,
+    state_spec_of,
+)
+from alf.networks.action_mask import ActionMask, ActionMaskError
+from alf.tensor_specs import (
+    BoundedTensorSpec,
+    TensorSpec,
+    UnsupportedActionSpaceError,
+    describe_spec,
+)
 from alf.utils.distributions import Categorical, SquashedNormal, distribution_mode, sample
 from alf.utils.target_update import TargetUpdater, make_target
 
@@ -58,6 +70,18 @@ class SacAlgorithm(OffPolicyAlgorithm):
     (``mini_batch_length - 1``) soft returns from the minimum of the target critics.
     All losses are summed and take one optimizer step.
 
+    Recurrent SAC (partially observed environments): ``encoder_ctor`` builds an
+    observation encoder, e.g. an :class:`~alf.networks.EncodingNetwork` with
+    ``lstm_hidden_size``, shared by the actor and the critics, which are then
+    feed-forward networks on its ``[output_size]`` features (and the action). Its state
+    is the algorithm's state: collection stores it in the replay buffer with every step,
+    and training samples sequences of ``burn_in + mini_batch_length`` steps, runs the
+    encoder along the first ``burn_in`` from the stored state without gradient, then
+    along the rest with gradient (one fused call), and learns every transition of the
+    remaining ``mini_batch_length`` rows with one-step TD targets (R2D2-style; the target
+    encoder runs along the whole sequence from the stored state). The critic loss trains
+    the encoder; the actor sees its features detached.
+
     Args:
         observation_spec: nest of specs of one observation.
         action_spec: spec of one action.
@@ -73,6 +97,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
             continuous actions, ``0.3 * log(num_actions)`` for discrete ones).
         fixed_alpha: keep ``alpha`` at ``initial_alpha``.
         target_update_tau, target_update_period: see :class:`TargetUpdater`.
+        encoder_ctor: None, or builds the shared (recurrent) observation encoder from
+            ``input_spec`` (see above); it must have ``output_size``, ``state_spec``,
+            ``step`` and ``unroll`` (as :class:`~alf.networks.EncodingNetwork` has).
         **kwargs: :class:`OffPolicyAlgorithm` (mini-batches, replay buffer) and
             :class:`Algorithm` (optimizer, learning rate) arguments.
     """
@@ -93,6 +120,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         fixed_alpha: bool = False,
         target_update_tau: float = 0.005,
         target_update_period: int = 1,
+        encoder_ctor: Callable[..., nn.Module] | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(action_spec, BoundedTensorSpec) or (
@@ -106,25 +134,40 @@ class SacAlgorithm(OffPolicyAlgorithm):
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
         self._discrete = action_spec.is_discrete
         self._offset = int(np.asarray(action_spec.minimum)) if self._discrete else 0
+        self.encoder: nn.Module | None = None
+        self.target_encoder: nn.Module | None = None
+        network_input_spec = observation_spec
+        if encoder_ctor is not None:
+            masked = ActionMask(
+                owner=type(self).__name__, input_spec=observation_spec, action_spec=action_spec
+            )
+            if self._discrete and masked.active:
+                raise ActionMaskError(
+                    f"{type(self).__name__}: action masks with a recurrent encoder "
+                    "(encoder_ctor) are not supported yet"
+                )
+            self.encoder = encoder_ctor(input_spec=observation_spec)
+            self.target_encoder = make_target(self.encoder)
+            network_input_spec = TensorSpec((int(self.encoder.output_size),))
         if self._discrete:
             self.actor_network = actor_network_ctor(
-                input_spec=observation_spec, action_spec=action_spec
+                input_spec=network_input_spec, action_spec=action_spec
             )
             self.critic_network = q_network_ctor(
-                input_spec=observation_spec,
+                input_spec=network_input_spec,
                 action_spec=action_spec,
                 num_replicas=num_critic_replicas,
             )
             default_entropy = 0.3 * math.log(action_spec.num_actions)
         else:
             self.actor_network = actor_network_ctor(
-                input_spec=observation_spec,
+                input_spec=network_input_spec,
                 action_spec=action_spec,
                 squash=True,
                 state_dependent_std=True,
             )
             self.critic_network = critic_network_ctor(
-                input_spec=(observation_spec, action_spec), num_replicas=num_critic_replicas
+                input_spec=(network_input_spec, action_spec), num_replicas=num_critic_replicas
             )
             default_entropy = -float(action_spec.numel)
         require_stateless(
@@ -139,20 +182,34 @@ class SacAlgorithm(OffPolicyAlgorithm):
         self.target_entropy = default_entropy if target_entropy is None else target_entropy
         self.gamma = gamma
         self.reward_scale = reward_scale
+        encoders = [] if self.encoder is None else [self.encoder]
+        target_encoders = [] if self.target_encoder is None else [self.target_encoder]
         self._update_targets = TargetUpdater(
-            sources=[self.critic_network],
-            targets=[self.target_critic_network],
+            sources=[self.critic_network, *encoders],
+            targets=[self.target_critic_network, *target_encoders],
             tau=target_update_tau,
             period=target_update_period,
         )
 
     # ------------------------------------------------------------ acting
+    @property
+    def predict_state_spec(self) -> Any:
+        """The encoder's state spec (``()`` without a recurrent encoder)."""
+        return () if self.encoder is None else state_spec_of(self.encoder)
+
+    def _encode_step(self, observation: Any, state: Any) -> tuple[Any, Any]:
+        if self.encoder is None:
+            return observation, state
+        return self.encoder.step(observation, state)
+
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        dist = self.actor_network(time_step.observation)
+        features, state = self._encode_step(time_step.observation, state)
+        dist = self.actor_network(features)
         return AlgStep(output=distribution_mode(dist), state=state)
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        dist = self.actor_network(time_step.observation)
+        features, state = self._encode_step(time_step.observation, state)
+        dist = self.actor_network(features)
         return AlgStep(output=sample(dist), state=state)
 
     # ---------------------------------------------------------- training
@@ -168,35 +225,51 @@ class SacAlgorithm(OffPolicyAlgorithm):
         return dist.rsample_with_log_prob()
 
     @torch.no_grad()
+    def _bootstrap_values(
+        self, actor_input: Any, critic_input: Any, alpha: torch.Tensor
+    ) -> torch.Tensor:
+        """Soft values of the next states: the actor's action (or probabilities) from
+        ``actor_input``, the target critics' minimum on ``critic_input``."""
+        action_or_probs, log_pi = self._policy(actor_input)
+        if self._discrete:
+            q = self.target_critic_network(critic_input).min(dim=1).values
+            return (action_or_probs * (q - alpha * log_pi)).sum(-1)
+        q = self.target_critic_network(critic_input, action_or_probs).min(dim=-1).values
+        return q - alpha * log_pi
+
+    @torch.no_grad()
     def _target(self, exp: Experience, alpha: torch.Tensor) -> torch.Tensor:
         obs = bootstrap_observations(exp)
-        action_or_probs, log_pi = self._policy(obs)
-        if self._discrete:
-            q = self.target_critic_network(obs).min(dim=1).values
-            values = (action_or_probs * (q - alpha * log_pi)).sum(-1)
-        else:
-            q = self.target_critic_network(obs, action_or_probs).min(dim=-1).values
-            values = q - alpha * log_pi
+        values = self._bootstrap_values(obs, obs, alpha)
         return n_step_target(exp, values, gamma=self.gamma, reward_scale=self.reward_scale)
 
-    def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
-        alpha = self.log_alpha.detach().exp()
-        target = self._target(exp, alpha)
-        obs = nest.map_structure(lambda x: x[0], exp.observation)
-        action = exp.action[0]
+    def _transition_losses(
+        self, critic_input: Any, actor_input: Any, action: torch.Tensor, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critics of the taken actions, the actor loss and ``log pi`` of a batch of
+        states (``actor_input``: the same states, detached from an encoder)."""
         if self._discrete:
-            q_all = self.critic_network(obs)  # [B, R, A]
+            q_all = self.critic_network(critic_input)  # [B, R, A]
             index = (action.long() - self._offset).reshape(-1, 1, 1).expand(-1, q_all.shape[1], 1)
             critics = q_all.gather(-1, index).squeeze(-1)
-            probs, log_probs = self._policy(obs)
+            probs, log_probs = self._policy(actor_input)
             q_min = q_all.detach().min(dim=1).values
             actor_loss = (probs * (alpha * log_probs - q_min)).sum(-1)
             log_pi = (probs * log_probs).sum(-1)
         else:
-            critics = self.critic_network(obs, action)  # [B, R]
-            new_action, log_pi = self._policy(obs)
-            q_new = detached_call(self.critic_network, obs, new_action).min(dim=-1).values
+            critics = self.critic_network(critic_input, action)  # [B, R]
+            new_action, log_pi = self._policy(actor_input)
+            q_new = detached_call(self.critic_network, actor_input, new_action).min(dim=-1).values
             actor_loss = alpha * log_pi - q_new
+        return critics, actor_loss, log_pi
+
+    def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
+        alpha = self.log_alpha.detach().exp()
+        if self.encoder is not None:
+            return self._train_encoded_sequence(exp, state, alpha)
+        target = self._target(exp, alpha)
+        obs = nest.map_structure(lambda x: x[0], exp.observation)
+        critics, actor_loss, log_pi = self._transition_losses(obs, obs, exp.action[0], alpha)
         info = SacInfo(
             critics=critics,
             target=target,
@@ -206,6 +279,42 @@ class SacAlgorithm(OffPolicyAlgorithm):
             weights=exp.batch_info.importance_weights,
         )
         return AlgStep(state=state, info=info)
+
+    def _train_encoded_sequence(
+        self, exp: Experience, state: Any, alpha: torch.Tensor
+    ) -> AlgStep:
+        """The recurrent ``train_step``: ``exp`` is ``[burn_in + L, B]`` and ``state`` the
+        encoder state stored with its first row; learns the ``L - 1`` transitions of the
+        last ``L`` rows (info leaves ``[(L - 1) * B, ...]``, time-major)."""
+        assert self.encoder is not None and self.target_encoder is not None
+        whole = exp
+        start, exp = self.burn_in_state(self.encoder, exp, state)
+        length, batch = exp.step_type.shape
+        features, _ = self.encoder.unroll(exp.observation, start, exp.step_type == StepType.FIRST)
+        with torch.no_grad():
+            target_features, _ = self.target_encoder.unroll(
+                whole.observation, state, whole.step_type == StepType.FIRST
+            )
+            target_features = target_features[self.burn_in * batch :]
+            values = self._bootstrap_values(
+                features.detach()[batch:], target_features[batch:], alpha
+            ).reshape(length - 1, batch)
+            target = self.reward_scale * exp.reward[1:] + self.gamma * exp.discount[1:] * values
+        num = (length - 1) * batch
+        action = exp.action[:-1].reshape(num, *exp.action.shape[2:])
+        critics, actor_loss, log_pi = self._transition_losses(
+            features[:num], features[:num].detach(), action, alpha
+        )
+        weights = exp.batch_info.importance_weights
+        info = SacInfo(
+            critics=critics,
+            target=target.reshape(num),
+            actor_loss=actor_loss,
+            log_pi=log_pi,
+            valid=(exp.step_type[:-1] != StepType.LAST).to(torch.float32).reshape(num),
+            weights=weights.expand(length - 1, batch).reshape(num),
+        )
+        return AlgStep(state=(), info=info)
 
     def calc_loss(self, info: SacInfo) -> LossInfo:
         q_loss, priority = critic_loss(

@@ -13,6 +13,7 @@ from alf.networks.recurrent import (
     require_stateless,
     state_spec_of,
     step_network,
+    unroll_network,
 )
 from alf.networks.value_network import ValueNetwork
 
@@ -32,4 +33,5 @@ __all__ = [
     "require_stateless",
     "state_spec_of",
     "step_network",
+    "unroll_network",
 ]

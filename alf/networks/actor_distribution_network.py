@@ -220,6 +220,18 @@ class ActorDistributionNetwork(nn.Module):
         hidden, state = self.encoder.step(observation, state)
         return self._distribution(hidden, mask), state
 
+    def unroll(
+        self, observation: Any, state: Any, first: torch.Tensor
+    ) -> tuple[td.Distribution, Any]:
+        """Runs along ``[T, B, ...]`` observation sequences (see
+        :meth:`EncodingNetwork.unroll`): a distribution of batch ``[T * B]`` (row
+        ``t * B + b``) and the state after the last step."""
+        observation, mask = self._mask.split(observation)
+        hidden, state = self.encoder.unroll(observation, state, first)
+        if mask is not None:
+            mask = mask.reshape(-1, *mask.shape[2:])
+        return self._distribution(hidden, mask), state
+
     def _distribution(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> td.Distribution:
         if self._single:
             return _head_distribution(self, self._specs[0], hidden, self._options, mask)

@@ -265,6 +265,33 @@ class EncodingNetwork(nn.Module):
             x = self.post(x)
         return x, state
 
+    def unroll(self, observation: Any, state: Any, first: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """Runs the network along ``[T, B, ...]`` observation sequences: the input
+        encoding and MLP on all ``T * B`` rows at once, then the LSTM layers with one
+        fused call each (:meth:`LSTMStack.unroll`), resetting the state where ``first``.
+
+        Gives what stepping with :meth:`step` (state zeroed at FIRST steps) gives.
+
+        Args:
+            observation: nest of ``[T, B, ...]`` observations.
+            state: the state before step 0 (``[B, ...]`` tensors of :attr:`state_spec`).
+            first: ``[T, B]`` bool, True where an episode starts (the state is reset).
+
+        Returns:
+            ``[T * B, output_size]`` outputs (row ``t * B + b``) and the state after the
+            last step.
+        """
+        length, batch = first.shape
+        flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), observation)
+        if self.lstm is None:
+            return self(flat), state
+        x = self.mlp(self._encode_input(flat))
+        x, state = self.lstm.unroll(x.reshape(length, batch, -1), state, first)
+        x = x.reshape(length * batch, -1)
+        if self.post is not None:
+            x = self.post(x)
+        return x, state
+
 
 def encoder_options(**options: Any) -> dict[str, Any]:
     """The ``options`` that are not None, to pass to :class:`EncodingNetwork`: leaving the

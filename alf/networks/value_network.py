@@ -67,3 +67,10 @@ class ValueNetwork(nn.Module):
         :meth:`EncodingNetwork.step`)."""
         value, state = self.encoder.step(observation, state)
         return value.squeeze(-1), state
+
+    def unroll(self, observation: Any, state: Any, first: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """Runs along ``[T, B, ...]`` observation sequences (see
+        :meth:`EncodingNetwork.unroll`): ``[T * B]`` values (row ``t * B + b``) and the
+        state after the last step."""
+        value, state = self.encoder.unroll(observation, state, first)
+        return value.squeeze(-1), state
