@@ -23,8 +23,10 @@ def non_finite(loss: torch.Tensor, grad_norm: torch.Tensor) -> torch.Tensor:
 
 def clip_coefficient(grad_norm: torch.Tensor, max_norm: float) -> torch.Tensor:
     """The factor that scales a gradient of norm ``grad_norm`` to at most ``max_norm``
-    (1 when it is already within), as a tensor."""
-    return (max_norm / (grad_norm + 1e-6)).clamp(max=1.0)
+    (1 when it is already within), as a float32 tensor. Computed in float64, as the
+    host-side ``max_norm / (float(grad_norm) + 1e-6)`` was, so that runs stay
+    bit-identical to those before the device-side clipping."""
+    return (max_norm / (grad_norm.double() + 1e-6)).clamp(max=1.0).float()
 
 
 class LeanStep:
