@@ -280,7 +280,7 @@ def test_interrupt_while_waiting_closes_the_environment(user_module, no_leaks):
         num_envs=2,
         num_workers=2,
         seed=0,
-        env_kwargs={"hang_seed": 1, "hang_s": 2},
+        env_kwargs={"hang_seed": 1, "hang_s": 20},
     )
     env.reset()
     interrupter = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
