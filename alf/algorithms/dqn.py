@@ -14,15 +14,17 @@ from alf import nest
 from alf.algorithms.off_policy_algorithm import (
     OffPolicyAlgorithm,
     bootstrap_observations,
+    build_encoder,
+    encode_step,
+    encoder_state_spec,
     masked_mean,
     n_step_target,
     valid_transitions,
 )
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
-from alf.networks import QNetwork, require_stateless, state_spec_of
-from alf.networks.action_mask import ActionMask, ActionMaskError
-from alf.tensor_specs import TensorSpec, require_scalar_discrete
+from alf.networks import QNetwork, require_stateless
+from alf.tensor_specs import require_scalar_discrete
 from alf.utils.distributions import allowed_actions
 from alf.utils.schedules import LinearSchedule, Schedule, as_schedule
 from alf.utils.target_update import TargetUpdater, make_target
@@ -101,21 +103,9 @@ class DqnAlgorithm(OffPolicyAlgorithm):
     ) -> None:
         require_scalar_discrete(type(self).__name__, action_spec)
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
-        self.encoder: nn.Module | None = None
-        self.target_encoder: nn.Module | None = None
-        q_input_spec = observation_spec
-        if encoder_ctor is not None:
-            masked = ActionMask(
-                owner="DqnAlgorithm", input_spec=observation_spec, action_spec=action_spec
-            )
-            if masked.active:
-                raise ActionMaskError(
-                    "DqnAlgorithm: action masks with a recurrent encoder (encoder_ctor) are "
-                    "not supported yet"
-                )
-            self.encoder = encoder_ctor(input_spec=observation_spec)
-            self.target_encoder = make_target(self.encoder)
-            q_input_spec = TensorSpec((int(self.encoder.output_size),))
+        self.encoder, self.target_encoder, q_input_spec = build_encoder(
+            "DqnAlgorithm", encoder_ctor, observation_spec, action_spec
+        )
         self.q_network = q_network_ctor(input_spec=q_input_spec, action_spec=action_spec)
         self._offset = int(np.asarray(action_spec.minimum))
         require_stateless(type(self).__name__, q_network=self.q_network)
@@ -151,20 +141,15 @@ class DqnAlgorithm(OffPolicyAlgorithm):
     @property
     def predict_state_spec(self) -> Any:
         """The encoder's state spec (``()`` without a recurrent encoder)."""
-        return () if self.encoder is None else state_spec_of(self.encoder)
-
-    def _encode_step(self, observation: Any, state: Any) -> tuple[Any, Any]:
-        if self.encoder is None:
-            return observation, state
-        return self.encoder.step(observation, state)
+        return encoder_state_spec(self.encoder)
 
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        features, state = self._encode_step(time_step.observation, state)
+        features, state = encode_step(self.encoder, time_step.observation, state)
         q = self._valid_q(self._q(features), features)
         return AlgStep(output=q.argmax(-1) + self._offset, state=state)
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        features, state = self._encode_step(time_step.observation, state)
+        features, state = encode_step(self.encoder, time_step.observation, state)
         q = self._q(features)
         greedy = self._valid_q(q, features).argmax(-1)
         explore = torch.rand(greedy.shape, device=greedy.device) < self.epsilon

@@ -16,20 +16,65 @@ from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
 from alf.config import invalid_value
 from alf.data_structures import BatchInfo, Experience, LossInfo, StepType, Trajectory
+from alf.networks import state_spec_of
+from alf.networks.action_mask import ActionMask, ActionMaskError
 from alf.replay_buffers import ReplayBuffer, ReplayBufferError
 from alf.replay_buffers.offline import load_offline_buffers
+from alf.tensor_specs import TensorSpec
 from alf.utils.device import to_device
+from alf.utils.target_update import make_target
 from alf.utils.value_ops import n_step_return
 
 __all__ = [
     "OffPolicyAlgorithm",
     "bootstrap_observations",
+    "build_encoder",
     "critic_loss",
     "detached_call",
+    "encode_step",
+    "encoder_state_spec",
     "masked_mean",
     "n_step_target",
     "valid_transitions",
 ]
+
+
+def build_encoder(
+    owner: str,
+    encoder_ctor: Callable[..., nn.Module] | None,
+    observation_spec: Any,
+    action_spec: Any,
+) -> tuple[nn.Module | None, nn.Module | None, Any]:
+    """The recurrent observation encoder of an off-policy algorithm (``encoder_ctor``), its
+    target copy, and the spec of what the networks after it see (the observation's spec
+    without an encoder).
+
+    Raises:
+        ActionMaskError: the observation carries an action mask, which the encoder would
+            hide from the networks that apply it.
+    """
+    if encoder_ctor is None:
+        return None, None, observation_spec
+    mask = ActionMask(owner=owner, input_spec=observation_spec, action_spec=action_spec)
+    if mask.active:
+        raise ActionMaskError(
+            f"{owner}: action masks with a recurrent encoder (encoder_ctor) are not "
+            "supported yet"
+        )
+    encoder = encoder_ctor(input_spec=observation_spec)
+    return encoder, make_target(encoder), TensorSpec((int(encoder.output_size),))
+
+
+def encoder_state_spec(encoder: nn.Module | None) -> Any:
+    """The state spec of an encoder from :func:`build_encoder` (``()`` without one)."""
+    return () if encoder is None else state_spec_of(encoder)
+
+
+def encode_step(encoder: nn.Module | None, observation: Any, state: Any) -> tuple[Any, Any]:
+    """One step of the encoder (the observation itself without one) and its new state."""
+    if encoder is None:
+        return observation, state
+    return encoder.step(observation, state)
 
 
 def _cat(parts: Sequence[Any], dim: int) -> Any:

@@ -14,8 +14,11 @@ from alf import nest
 from alf.algorithms.off_policy_algorithm import (
     OffPolicyAlgorithm,
     bootstrap_observations,
+    build_encoder,
     critic_loss,
     detached_call,
+    encode_step,
+    encoder_state_spec,
     masked_mean,
     n_step_target,
     valid_transitions,
@@ -27,12 +30,9 @@ from alf.networks import (
     CriticNetwork,
     QNetwork,
     require_stateless,
-    state_spec_of,
 )
-from alf.networks.action_mask import ActionMask, ActionMaskError
 from alf.tensor_specs import (
     BoundedTensorSpec,
-    TensorSpec,
     UnsupportedActionSpaceError,
     describe_spec,
 )
@@ -134,21 +134,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
         super().__init__(observation_spec=observation_spec, action_spec=action_spec, **kwargs)
         self._discrete = action_spec.is_discrete
         self._offset = int(np.asarray(action_spec.minimum)) if self._discrete else 0
-        self.encoder: nn.Module | None = None
-        self.target_encoder: nn.Module | None = None
-        network_input_spec = observation_spec
-        if encoder_ctor is not None:
-            masked = ActionMask(
-                owner=type(self).__name__, input_spec=observation_spec, action_spec=action_spec
-            )
-            if self._discrete and masked.active:
-                raise ActionMaskError(
-                    f"{type(self).__name__}: action masks with a recurrent encoder "
-                    "(encoder_ctor) are not supported yet"
-                )
-            self.encoder = encoder_ctor(input_spec=observation_spec)
-            self.target_encoder = make_target(self.encoder)
-            network_input_spec = TensorSpec((int(self.encoder.output_size),))
+        self.encoder, self.target_encoder, network_input_spec = build_encoder(
+            type(self).__name__, encoder_ctor, observation_spec, action_spec
+        )
         if self._discrete:
             self.actor_network = actor_network_ctor(
                 input_spec=network_input_spec, action_spec=action_spec
@@ -195,20 +183,15 @@ class SacAlgorithm(OffPolicyAlgorithm):
     @property
     def predict_state_spec(self) -> Any:
         """The encoder's state spec (``()`` without a recurrent encoder)."""
-        return () if self.encoder is None else state_spec_of(self.encoder)
-
-    def _encode_step(self, observation: Any, state: Any) -> tuple[Any, Any]:
-        if self.encoder is None:
-            return observation, state
-        return self.encoder.step(observation, state)
+        return encoder_state_spec(self.encoder)
 
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        features, state = self._encode_step(time_step.observation, state)
+        features, state = encode_step(self.encoder, time_step.observation, state)
         dist = self.actor_network(features)
         return AlgStep(output=distribution_mode(dist), state=state)
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        features, state = self._encode_step(time_step.observation, state)
+        features, state = encode_step(self.encoder, time_step.observation, state)
         dist = self.actor_network(features)
         return AlgStep(output=sample(dist), state=state)
 

@@ -1,13 +1,15 @@
-"""What the command-line tools of :mod:`alf.bin` share: how they report an error."""
+"""What the command-line tools of :mod:`alf.bin` share: how they report an error, and how
+their ``--help`` finds their flags under a console script."""
 
 from __future__ import annotations
 
 import re
 import sys
+from typing import Any
 
 from alf.errors import EXIT_USER_ERROR
 
-__all__ = ["print_error"]
+__all__ = ["declare_main_flags", "print_error"]
 
 
 _GIN_CALL_LINE = re.compile(r"^\s*In call to configurable '")
@@ -24,3 +26,18 @@ def print_error(tool: str, message: str, status: int = EXIT_USER_ERROR) -> int:
     message = "\n".join(lines) if lines else message
     print(f"{tool}: error: {message}", file=sys.stderr, flush=True)
     return status
+
+
+def declare_main_flags(flags: Any, names: tuple[str, ...], module_doc: str | None) -> None:
+    """Makes ``--help`` list the absl ``flags`` named ``names`` and show ``module_doc`` when
+    the program is a console script (``alf-train``), whose main module is not the one
+    defining them.
+
+    absl's ``--help`` lists the key flags of the module named ``sys.argv[0]``, and shows
+    ``__main__``'s docstring.
+    """
+    for name in names:
+        flags.register_key_flag_for_module(sys.argv[0], flags[name])
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and not getattr(main_module, "__doc__", None):
+        main_module.__doc__ = module_doc

@@ -19,7 +19,7 @@ import sys
 
 from absl import app, flags
 
-from alf.bin.cli import print_error
+from alf.bin.cli import declare_main_flags, print_error
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run.")
 flags.DEFINE_string("format", None, "Export format: onnx or torchscript.")
@@ -112,13 +112,7 @@ def main(argv: list[str]) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    # Under a console script (alf-export) the main module is not this one: name its flags
-    # as the program's key flags, so --help lists them (see alf.bin.train.run).
-    for name in _OWN_FLAGS:
-        FLAGS.register_key_flag_for_module(sys.argv[0], FLAGS[name])
-    main_module = sys.modules.get("__main__")
-    if main_module is not None and not getattr(main_module, "__doc__", None):
-        main_module.__doc__ = __doc__
+    declare_main_flags(FLAGS, _OWN_FLAGS, __doc__)
     app.run(main)
 
 

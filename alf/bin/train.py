@@ -26,7 +26,7 @@ from types import FrameType
 
 from absl import app, flags, logging
 
-from alf.bin.cli import print_error
+from alf.bin.cli import declare_main_flags, print_error
 from alf.errors import EXIT_TRAINING_ERROR, EXIT_USER_ERROR
 from alf.run_dir import layout
 
@@ -183,23 +183,9 @@ def main(argv: list[str]) -> None:
     print(summary, flush=True)
 
 
-def _declare_main_flags(names: tuple[str, ...], module_doc: str | None) -> None:
-    """Makes ``--help`` list these flags and show ``module_doc`` when the program is a
-    console script (``alf-train``), whose main module is not the one defining them.
-
-    absl's ``--help`` lists the key flags of the module named ``sys.argv[0]``, and shows
-    ``__main__``'s docstring.
-    """
-    for name in names:
-        FLAGS.register_key_flag_for_module(sys.argv[0], FLAGS[name])
-    main_module = sys.modules.get("__main__")
-    if main_module is not None and not getattr(main_module, "__doc__", None):
-        main_module.__doc__ = module_doc
-
-
 def run() -> None:
     """Console-script entry point."""
-    _declare_main_flags(_OWN_FLAGS, __doc__)
+    declare_main_flags(FLAGS, _OWN_FLAGS, __doc__)
     app.run(main)
 
 
