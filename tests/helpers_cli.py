@@ -142,8 +142,7 @@ class _Zygote:
             reply = json.loads(line)
             with self._lock:
                 self._pending[reply["id"]].update(reply)
-                if "returncode" in reply or "pid" in reply:
-                    self._events[reply["id"]].set()
+                self._events[reply["id"]].set()
 
     def _wait(self, request_id: int, key: str, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -252,8 +252,7 @@ class Algorithm(nn.Module):
         return grads, torch.cat([g.reshape(-1).float() for g in grads]).norm()
 
     def _lean_update(self, loss: torch.Tensor, lean: LeanStep) -> dict[str, torch.Tensor]:
-        self.optimizer  # noqa: B018 - fills self._optimized
-        self._clear_gradients()
+        self._clear_gradients()  # (the optimizer, and so self._optimized, exists)
         loss.backward()
         grads, grad_norm = self._gradients()
         skipped = non_finite(loss, grad_norm)
