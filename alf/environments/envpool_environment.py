@@ -134,8 +134,8 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._env_id = torch.arange(num_envs, dtype=torch.int64)
         self._first_next = np.ones(num_envs, dtype=bool)  # envs whose next step is FIRST
         self._any_first_next = True
-        self._mid = torch.full((num_envs,), StepType.MID, dtype=torch.int32)
-        self._ones = torch.ones(num_envs)
+        self._mid = np.full(num_envs, _MID, dtype=np.int32)
+        self._ones = np.ones(num_envs, dtype=np.float32)
         self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
         self._applied: Any = None  # the checked action of a step in flight
         self._check = DataChecker(
@@ -166,11 +166,13 @@ class EnvPoolEnvironment(AlfEnvironment):
         return self._action_spec
 
     def _observation(self, obs: Any) -> Any:
-        # np.array copies (EnvPool may reuse its buffers) and casts in one pass.
+        # EnvPool hands over a fresh buffer with every batch (it never writes into an
+        # array it returned; tests/test_envpool_environment.py checks this), so the
+        # tensors are views of it where the dtype is already the spec's (else cast copies).
         if self._obs_dtype is not None:
-            return torch.from_numpy(np.array(obs, dtype=self._obs_dtype))
+            return torch.from_numpy(np.asarray(obs, dtype=self._obs_dtype))
         return nest.map_structure(
-            lambda x, dtype: torch.from_numpy(np.array(x, dtype=dtype)), obs, self._obs_dtypes
+            lambda x, dtype: torch.from_numpy(np.asarray(x, dtype=dtype)), obs, self._obs_dtypes
         )
 
     def _in_env_order(self, info: dict[str, Any], *outputs: Any) -> tuple[Any, ...]:
@@ -219,11 +221,14 @@ class EnvPoolEnvironment(AlfEnvironment):
         obs, reward, terminated, truncated = self._in_env_order(
             info, obs, reward, terminated, truncated
         )
-        reward = np.array(reward, dtype=np.float32)
+        reward = np.asarray(reward, dtype=np.float32)  # EnvPool's own buffer: ours to edit
         done = terminated | truncated
         self._check.advance(self._first_next if self._any_first_next else None)
         if not self._any_first_next and not done.any():  # the usual case: all MID
-            step_type, discount, prev_action = self._mid.clone(), self._ones.clone(), applied
+            # (numpy copies of the constant rows: cheaper than torch's clone)
+            step_type = torch.from_numpy(self._mid.copy())
+            discount = torch.from_numpy(self._ones.copy())
+            prev_action = applied
         else:  # numpy throughout: nearly every step of many short episodes comes here
             first = self._first_next
             last = done & ~first

@@ -87,6 +87,7 @@ class SyncUnroller(UnrollingCollector):
         self._transforms = not self._transformer.is_identity
         self._history = self._transformer.history_length
         self._transform_state: Any = None
+        self._stateless = not nest.flatten(algorithm.rollout_state_spec)
         self._tail: list[Experience] | None = None  # the last h + 1 rows
         self._policy_step: AlgStep | None = None
         self._num_old_rows = 0
@@ -114,7 +115,8 @@ class SyncUnroller(UnrollingCollector):
         policy_input = time_step
         if self.device is not None:
             policy_input = to_device(time_step, self.device)
-        state = reset_state_on_first(state, policy_input.step_type)
+        if not self._stateless:
+            state = reset_state_on_first(state, policy_input.step_type)
         if self._transforms:
             policy_input, self._transform_state = self._transformer.transform_timestep(
                 policy_input, self._transform_state

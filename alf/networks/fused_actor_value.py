@@ -1,0 +1,168 @@
+"""An actor and a value network on the same observation, evaluated together for collection.
+
+Collection calls the policy once per batched environment step on a small batch, where
+the cost is the number of torch operations rather than their arithmetic. When the actor
+(:class:`~alf.networks.ActorDistributionNetwork`) and the value network
+(:class:`~alf.networks.ValueNetwork`) are plain MLPs of the same hidden sizes and
+activation on the same observation, :class:`FusedActorValue` computes both with one
+operation per layer: the first layer as one matmul over the two networks' weights
+concatenated, each later hidden layer as one batched matmul over the two stacked (as
+:class:`~alf.networks.EnsembleMLP` does for twin critics). It owns no parameters: the
+fused weights are built from the networks' own and rebuilt when any of them changes
+(an optimizer step, ``load_state_dict``, a move to another device), so parameters and
+checkpoints are those of the two networks alone. It computes what the two networks
+compute, up to float rounding (the batched matmul may sum in another order).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributions as td
+import torch.nn as nn
+
+from alf.networks.actor_distribution_network import ActorDistributionNetwork
+from alf.networks.encoding_network import EncodingNetwork
+from alf.networks.layers import Tanh, is_tracing
+from alf.networks.value_network import ValueNetwork
+
+__all__ = ["FusedActorValue", "fuse_actor_value", "why_not_fusable"]
+
+
+def _activate(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` for an activation, with numpy's tanh on CPU float32 (as
+    :func:`~alf.networks.encoding_network.mlp_inference`)."""
+    if type(layer) is Tanh and x.device.type == "cpu" and x.dtype == torch.float32:
+        return torch.from_numpy(np.tanh(x.numpy()))
+    return layer(x)
+
+
+def _split_mlp(encoder: EncodingNetwork) -> tuple[list[nn.Linear], list[nn.Module], list[nn.Module]]:
+    """The hidden linear layers, their activations and the layers after them."""
+    layers = list(encoder.mlp)
+    linears: list[nn.Linear] = []
+    activations: list[nn.Module] = []
+    while len(layers) >= 2 and type(layers[0]) is nn.Linear and type(layers[1]) is not nn.Linear:
+        linears.append(layers.pop(0))
+        activations.append(layers.pop(0))
+    return linears, activations, layers
+
+
+def _plain(encoder: EncodingNetwork) -> bool:
+    return encoder.input_encoder is None and encoder.lstm is None and encoder.post is None
+
+
+def why_not_fusable(actor: nn.Module, value: nn.Module) -> str | None:
+    """Why ``actor`` and ``value`` cannot be evaluated by :class:`FusedActorValue` (None
+    if they can): they must be an :class:`ActorDistributionNetwork` without an
+    invalid-action mask and a :class:`ValueNetwork` (exactly these classes), both plain
+    MLPs (no preprocessors, convolutions or LSTM) with the same hidden layer sizes and
+    activation."""
+    if type(actor) is not ActorDistributionNetwork or type(value) is not ValueNetwork:
+        return "the networks are not an ActorDistributionNetwork and a ValueNetwork"
+    if actor.action_mask_key is not None:
+        return "the actor takes an invalid-action mask (the value network sees it as input)"
+    if not (_plain(actor.encoder) and _plain(value.encoder)):
+        return "a network has input preprocessors, convolutions or LSTM layers"
+    a_linears, a_acts, a_rest = _split_mlp(actor.encoder)
+    v_linears, v_acts, v_rest = _split_mlp(value.encoder)
+    if not a_linears or a_rest or len(v_rest) != 1 or type(v_rest[0]) is not nn.Linear:
+        return "a network is not hidden layers with activations (and the value's last layer)"
+    if [lin.weight.shape for lin in a_linears] != [lin.weight.shape for lin in v_linears]:
+        return "the networks' hidden layer sizes differ"
+    for a, v in zip(a_acts, v_acts, strict=False):
+        if type(a) is not type(v) or a.extra_repr() != v.extra_repr():
+            return "the networks' activations differ"
+    if any(list(a.parameters()) for a in (*a_acts, *v_acts)):
+        return "an activation has parameters"
+    return None
+
+
+class FusedActorValue:
+    """Evaluates an actor and a value network together, one operation per layer (see the
+    module's docstring); build it with :func:`fuse_actor_value`.
+
+    Only for inference: :meth:`applies` is False while autograd is on or under tracing,
+    and the caller then calls the two networks as usual.
+
+    Args:
+        actor: an :class:`ActorDistributionNetwork` that :func:`why_not_fusable` accepts
+            with ``value``.
+        value: the :class:`ValueNetwork`.
+
+    Raises:
+        ValueError: the networks cannot be fused (the reason).
+    """
+
+    def __init__(self, *, actor: ActorDistributionNetwork, value: ValueNetwork) -> None:
+        reason = why_not_fusable(actor, value)
+        if reason is not None:
+            raise ValueError(f"cannot fuse the actor and value networks: {reason}")
+        self.actor = actor
+        self.value = value
+        a_linears, self._activations, _ = _split_mlp(actor.encoder)
+        v_linears, _, (v_last,) = _split_mlp(value.encoder)
+        self._pairs = list(zip(a_linears, v_linears, strict=True))
+        self._value_last: nn.Linear = v_last
+        self._key: tuple[Any, ...] | None = None
+        self._weights: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_key"], state["_weights"] = None, []  # rebuilt on the next call
+        return state
+
+    @staticmethod
+    def applies() -> bool:
+        """Whether the fused evaluation may be used now (no autograd, no tracing)."""
+        return not torch.is_grad_enabled() and not is_tracing()
+
+    def _params(self) -> list[torch.Tensor]:
+        return [t for pair in self._pairs for lin in pair for t in (lin.weight, lin.bias)]
+
+    def _fused_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The fused weights and biases of every hidden layer, rebuilt when a parameter
+        changed (its version counter, or its storage)."""
+        params = self._params()
+        key = (*[p._version for p in params], *[p.data_ptr() for p in params])
+        if key != self._key:
+            (a0, v0), *rest = self._pairs
+            weights = [
+                (
+                    torch.cat([a0.weight, v0.weight]).t(),  # [in, 2 * width]
+                    torch.cat([a0.bias, v0.bias]),
+                )
+            ]
+            for a, v in rest:  # [2, in, out] and [2, 1, out]
+                weights.append(
+                    (
+                        torch.stack([a.weight.t(), v.weight.t()]),
+                        torch.stack([a.bias, v.bias]).unsqueeze(1),
+                    )
+                )
+            self._weights, self._key = weights, key
+        return self._weights
+
+    def __call__(self, observation: Any) -> tuple[td.Distribution, torch.Tensor]:
+        """The actor's action distribution and the ``[B]`` values of a ``[B, ...]``
+        observation nest."""
+        x = self.actor.encoder._encode_input(observation)
+        batch = x.shape[0]
+        (w0, b0), *rest = self._fused_weights()
+        x = _activate(self._activations[0], torch.addmm(b0, x, w0))
+        x = x.view(batch, 2, -1).transpose(0, 1)  # [2, B, width]: actor, value
+        for (w, b), activation in zip(rest, self._activations[1:], strict=True):
+            x = _activate(activation, torch.baddbmm(b, x, w))
+        last = self._value_last
+        value = torch.addmm(last.bias, x[1], last.weight.t()).squeeze(-1)
+        return self.actor.distribution(x[0], None), value
+
+
+def fuse_actor_value(actor: nn.Module, value: nn.Module) -> FusedActorValue | None:
+    """A :class:`FusedActorValue` of the two networks, or None if
+    :func:`why_not_fusable` gives a reason."""
+    if why_not_fusable(actor, value) is not None:
+        return None
+    return FusedActorValue(actor=actor, value=value)
