@@ -39,7 +39,9 @@ def _activate(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return layer(x)
 
 
-def _split_mlp(encoder: EncodingNetwork) -> tuple[list[nn.Linear], list[nn.Module], list[nn.Module]]:
+def _split_mlp(
+    encoder: EncodingNetwork,
+) -> tuple[list[nn.Linear], list[nn.Module], list[nn.Module]]:
     """The hidden linear layers, their activations and the layers after them."""
     layers = list(encoder.mlp)
     linears: list[nn.Linear] = []
