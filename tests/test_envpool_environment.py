@@ -78,6 +78,24 @@ def test_observations_are_fresh_tensors(cart_pole):
     assert torch.equal(first, kept) and not torch.equal(first, second)
 
 
+@pytest.mark.parametrize("num_threads", [1, 3])
+def test_returned_tensors_are_never_overwritten(num_threads):
+    # The wrapper's tensors are views of EnvPool's arrays: EnvPool must hand over a
+    # fresh buffer with every batch, episode boundaries included.
+    with _make(
+        num_envs=6, seed=1, max_episode_steps=5, env_kwargs={"num_threads": num_threads}
+    ) as env:
+        kept = [env.reset()]
+        copies = [kept[0].observation.clone()]
+        for i in range(40):
+            ts = env.step(torch.tensor([i % 2] * 6))
+            kept.append(ts)
+            copies.append(torch.cat([ts.observation, ts.reward[:, None]], dim=1))
+        for ts, want in zip(kept[1:], copies[1:], strict=True):
+            assert torch.equal(torch.cat([ts.observation, ts.reward[:, None]], dim=1), want)
+        assert torch.equal(kept[0].observation, copies[0])
+
+
 def test_termination_then_first(cart_pole):
     env = cart_pole
     env.reset()
