@@ -193,6 +193,7 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._ones = np.ones(num_envs, dtype=np.float32)
         self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
         self._applied: Any = None  # the checked action of a step in flight
+        self._applied_np: Any = None  # ... as the numpy array(s) sent to EnvPool
         self._check = DataChecker(
             env_name=env_name or env_id,
             observation_spec=self._observation_spec,
@@ -270,6 +271,7 @@ class EnvPoolEnvironment(AlfEnvironment):
             self._env.send(np_action)
             self._direct_ready = self._actions.single_leaf
         self._applied = applied
+        self._applied_np = np_action
 
     def step_wait(self) -> TimeStep:
         """The result of the step :meth:`step_async` started."""
@@ -295,21 +297,23 @@ class EnvPoolEnvironment(AlfEnvironment):
             prev_action = applied
         else:  # numpy throughout: nearly every step of many short episodes comes here
             first = self._first_next
-            last = done & ~first
-            step_type = np.full(self._num_envs, _MID, dtype=np.int32)
+            not_first = ~first
+            last = done & not_first
+            step_type = self._mid.copy()
             step_type[first] = _FIRST
             step_type[last] = _LAST
-            discount = np.ones(self._num_envs, dtype=np.float32)
-            discount[terminated & ~first] = 0.0
+            discount = self._ones.copy()
+            discount[terminated & not_first] = 0.0
             step_type, discount = torch.from_numpy(step_type), torch.from_numpy(discount)
             prev_action = applied
             if self._any_first_next:
                 reward[first] = 0.0
-                if self._actions.single_leaf:
-                    prev_action = applied.clone()  # `applied` may share memory with `action`
-                    prev_action[torch.from_numpy(first)] = 0
+                if self._actions.single_leaf:  # in numpy (a copy: `applied` may share
+                    zeroed = self._applied_np.copy()  # memory with the caller's action)
+                    zeroed[first] = 0
+                    prev_action = torch.from_numpy(zeroed)
                 else:
-                    prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
+                    prev_action = nest.zero_rows(applied, torch.from_numpy(not_first))
             self._first_next = last
             self._any_first_next = bool(last.any())
         self._check.check(obs, reward)
