@@ -133,6 +133,14 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "numpy tanh fast path, taken only when x.device.type == 'cpu' (checked in the "
         "same condition)"
     ),
+    ("alf/networks/fused_actor_value.py", "_activate", "numpy"): (
+        "numpy tanh fast path, taken only when x.device.type == 'cpu' (checked in the "
+        "same condition)"
+    ),
+    ("alf/utils/distributions.py", "_gumbel_argmax", "numpy"): (
+        "numpy path of the Gumbel noise, taken only when the logits are on the CPU "
+        "(checked in the same condition)"
+    ),
 }
 """Recorded calls that are fine on any device. A CPU ``int64`` index tensor would also be
 acceptable (PyTorch indexes device tensors with it), but none is needed now: keep new

@@ -108,6 +108,7 @@ class FusedActorValue:
         v_linears, _, (v_last,) = _split_mlp(value.encoder)
         self._pairs = list(zip(a_linears, v_linears, strict=True))
         self._value_last: nn.Linear = v_last
+        self._param_dicts = [lin._parameters for pair in self._pairs for lin in pair]
         self._key: tuple[Any, ...] | None = None
         self._weights: list[tuple[torch.Tensor, torch.Tensor]] = []
 
@@ -122,7 +123,9 @@ class FusedActorValue:
         return not torch.is_grad_enabled() and not is_tracing()
 
     def _params(self) -> list[torch.Tensor]:
-        return [t for pair in self._pairs for lin in pair for t in (lin.weight, lin.bias)]
+        # (read from the layers' parameter dicts: a replaced parameter is seen, without
+        # nn.Module.__getattr__'s cost on every step)
+        return [t for params in self._param_dicts for t in (params["weight"], params["bias"])]
 
     def _fused_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The fused weights and biases of every hidden layer, rebuilt when a parameter
