@@ -65,8 +65,9 @@ def _time_step(batch: int = 7, observation=None) -> TimeStep:
 
 
 def _rollout(algorithm: PPOAlgorithm, time_step: TimeStep, seed: int = 1):
+    """``rollout_step`` as a collector calls it: in a session, without autograd."""
     torch.manual_seed(seed)
-    with torch.no_grad():
+    with torch.no_grad(), algorithm.rollout_session():
         return algorithm.rollout_step(time_step, ())
 
 
@@ -107,16 +108,19 @@ def test_same_parameters_and_checkpoint_keys():
     plain.load_state_dict(fused.state_dict())  # interchangeable checkpoints
 
 
-def test_fused_weights_follow_parameter_changes():
+def test_each_session_sees_the_current_parameters():
     fused, plain = _ppo(fused=True), _ppo(fused=False)
     time_step = _time_step()
     _assert_same_rollout(fused, plain, time_step)
-    # An optimizer step (in place), then load_state_dict (in place), then a new storage.
+    # Torch's fused Adam changes parameters in place without bumping their version
+    # counters: only a new session can notice.
     for algorithm in (fused, plain):
-        torch.manual_seed(5)
-        with torch.no_grad():
-            for p in algorithm.parameters():
-                p.add_(0.1 * torch.randn_like(p))
+        optimizer = torch.optim.Adam(algorithm.parameters(), lr=0.1, fused=True)
+        versions = [p._version for p in algorithm.parameters()]
+        for p in algorithm.parameters():
+            p.grad = torch.ones_like(p)
+        optimizer.step()
+    assert [p._version for p in fused.parameters()] == versions
     _assert_same_rollout(fused, plain, time_step)
     other = _ppo(fused=False)
     with torch.no_grad():
@@ -124,10 +128,47 @@ def test_fused_weights_follow_parameter_changes():
             p.mul_(-0.5)
     fused.load_state_dict(other.state_dict())
     _assert_same_rollout(fused, other, time_step)
-    layer = fused.value_network.encoder.mlp[0]
-    layer.weight.data = layer.weight.data * 2.0
-    other.value_network.encoder.mlp[0].weight.data = layer.weight.data.clone()
-    _assert_same_rollout(fused, other, time_step)
+
+
+def test_fused_weights_are_built_once_per_session():
+    algorithm = _ppo(fused=True)
+    fused = algorithm._fused
+    with torch.no_grad(), algorithm.rollout_session():
+        with algorithm.rollout_session():  # nested (a double-buffered unroller's groups)
+            algorithm.rollout_step(_time_step(), ())
+            built = fused._weights
+            assert built is not None
+            algorithm.rollout_step(_time_step(), ())
+            assert fused._weights is built
+        assert fused._weights is built  # the outer session is still open
+    assert fused._weights is None
+
+
+def test_sync_unroller_collects_in_a_session():
+    from alf.environments import create_environment
+    from alf.unrollers import SyncUnroller
+
+    results = []
+    for flag in (True, False):
+        with create_environment("CartPole-v1", 3, seed=0) as env:
+            torch.manual_seed(0)
+            algorithm = PPOAlgorithm(
+                observation_spec=env.observation_spec(),
+                action_spec=env.action_spec(),
+                fused_rollout=flag,
+            )
+            unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=4)
+            in_session = []
+            unroller.on_step = lambda a=algorithm, seen=in_session: seen.append(
+                a.fused_rollout and a._fused.applies()
+            )
+            torch.manual_seed(1)
+            results.append(unroller.unroll())
+        assert in_session == [flag] * 4  # every step of a fused unroll takes the fused path
+    got, want = results
+    assert torch.equal(got.action, want.action)
+    torch.testing.assert_close(got.rollout_info.value, want.rollout_info.value)
+    torch.testing.assert_close(got.rollout_info.log_prob, want.rollout_info.log_prob)
 
 
 def test_copies_fuse_their_own_networks():
@@ -176,13 +217,18 @@ def test_action_mask_is_not_fused():
     assert "mask" in why_not_fusable(algorithm.actor_network, algorithm.value_network)
 
 
-def test_fused_only_without_autograd():
+def test_fused_only_in_a_session_without_autograd():
     algorithm = _ppo(fused=True)
-    assert FusedActorValue.applies() is False  # tests run with autograd on
+    fused = algorithm._fused
+    with algorithm.rollout_session():
+        assert not fused.applies()  # (tests run with autograd on)
+        step = algorithm.rollout_step(_time_step(), ())  # the unfused path
+        assert step.info.value.requires_grad
+        with torch.no_grad():
+            assert fused.applies()
     with torch.no_grad():
-        assert FusedActorValue.applies() is True
-    step = algorithm.rollout_step(_time_step(), ())  # autograd on: the unfused path
-    assert step.info.value.requires_grad
+        assert not fused.applies()  # no session: e.g. experience_spec()'s call
+    assert not _ppo(fused=False).rollout_session().__enter__()  # a null context
 
 
 def test_gumbel_argmax_numpy_path_matches_torch_formula():

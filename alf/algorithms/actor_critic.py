@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -177,6 +178,15 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             and fused.actor is self.actor_network
             and fused.value is self.value_network
         )
+
+    def rollout_session(self) -> contextlib.AbstractContextManager[None]:
+        """With :attr:`fused_rollout`, the span in which ``rollout_step`` evaluates the
+        networks together from fused weights built once (see
+        :meth:`~alf.networks.fused_actor_value.FusedActorValue.session`); outside a
+        session it calls them one after the other."""
+        if self.fused_rollout:
+            return self._fused.session()
+        return contextlib.nullcontext()
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         if self.fused_rollout and self._fused.applies():

@@ -8,14 +8,18 @@ activation on the same observation, :class:`FusedActorValue` computes both with 
 operation per layer: the first layer as one matmul over the two networks' weights
 concatenated, each later hidden layer as one batched matmul over the two stacked (as
 :class:`~alf.networks.EnsembleMLP` does for twin critics). It owns no parameters: the
-fused weights are built from the networks' own and rebuilt when any of them changes
-(an optimizer step, ``load_state_dict``, a move to another device), so parameters and
-checkpoints are those of the two networks alone. It computes what the two networks
-compute, up to float rounding (the batched matmul may sum in another order).
+fused weights are built from the networks' own once per :meth:`FusedActorValue.session`
+(a collector's unroll, during which the parameters stay fixed) and dropped at its end,
+so parameters and checkpoints are those of the two networks alone. (Version counters
+cannot tell when parameters changed: torch's fused Adam updates them without a bump.)
+It computes what the two networks compute, up to float rounding (the batched matmul
+may sum in another order).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -86,8 +90,9 @@ class FusedActorValue:
     """Evaluates an actor and a value network together, one operation per layer (see the
     module's docstring); build it with :func:`fuse_actor_value`.
 
-    Only for inference: :meth:`applies` is False while autograd is on or under tracing,
-    and the caller then calls the two networks as usual.
+    Only for inference and inside a :meth:`session` (the span of a collector's unroll,
+    during which the parameters do not change): elsewhere :meth:`applies` is False and
+    the caller calls the two networks as usual.
 
     Args:
         actor: an :class:`ActorDistributionNetwork` that :func:`why_not_fusable` accepts
@@ -108,31 +113,39 @@ class FusedActorValue:
         v_linears, _, (v_last,) = _split_mlp(value.encoder)
         self._pairs = list(zip(a_linears, v_linears, strict=True))
         self._value_last: nn.Linear = v_last
-        self._param_dicts = [lin._parameters for pair in self._pairs for lin in pair]
-        self._key: tuple[Any, ...] | None = None
-        self._weights: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._depth = 0  # nested sessions open
+        self._weights: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_key"], state["_weights"] = None, []  # rebuilt on the next call
+        state["_depth"], state["_weights"] = 0, None  # no session in a copy
         return state
 
-    @staticmethod
-    def applies() -> bool:
-        """Whether the fused evaluation may be used now (no autograd, no tracing)."""
-        return not torch.is_grad_enabled() and not is_tracing()
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """A span of calls during which the networks' parameters do not change (a
+        collector's unroll): the fused weights are built on the first call and dropped
+        when the outermost session ends. Sessions nest."""
+        if self._depth == 0:
+            self._weights = None
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self._weights = None
 
-    def _params(self) -> list[torch.Tensor]:
-        # (read from the layers' parameter dicts: a replaced parameter is seen, without
-        # nn.Module.__getattr__'s cost on every step)
-        return [t for params in self._param_dicts for t in (params["weight"], params["bias"])]
+    def applies(self) -> bool:
+        """Whether the fused evaluation may be used now: inside a :meth:`session`,
+        without autograd and outside tracing."""
+        return self._depth > 0 and not torch.is_grad_enabled() and not is_tracing()
 
     def _fused_weights(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The fused weights and biases of every hidden layer, rebuilt when a parameter
-        changed (its version counter, or its storage)."""
-        params = self._params()
-        key = (*[p._version for p in params], *[p.data_ptr() for p in params])
-        if key != self._key:
+        """The fused weights and biases of every hidden layer, built from the networks'
+        parameters once per session (parameters may change in place without a trace,
+        e.g. by a fused optimizer, so nothing is kept across sessions)."""
+        if self._weights is None:
             (a0, v0), *rest = self._pairs
             weights = [
                 (
@@ -147,7 +160,7 @@ class FusedActorValue:
                         torch.stack([a.bias, v.bias]).unsqueeze(1),
                     )
                 )
-            self._weights, self._key = weights, key
+            self._weights = weights
         return self._weights
 
     def __call__(self, observation: Any) -> tuple[td.Distribution, torch.Tensor]:

@@ -138,6 +138,11 @@ class DoubleBufferedUnroller(UnrollingCollector):
         returns their trajectories side by side (see the class docstring)."""
         num_steps = self.unroll_length if num_steps is None else num_steps
         first, second = self._groups
+        with self.algorithm.rollout_session():
+            return self._unroll(num_steps)
+
+    def _unroll(self, num_steps: int) -> Experience:
+        first, second = self._groups
         first_rows = first._begin_call()
         second_rows = second._begin_call()
         in_flight = [False, False]  # a step started and not yet received, per group

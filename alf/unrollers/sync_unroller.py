@@ -147,9 +147,10 @@ class SyncUnroller(UnrollingCollector):
         """Runs ``num_steps`` (default ``unroll_length``) steps and returns the
         ``[num_steps + 1, B]`` trajectory."""
         num_steps = self.unroll_length if num_steps is None else num_steps
-        rows = self._begin_call()
-        for _ in range(num_steps):
-            self._record(self.env.step(self._policy_step.output), rows)
+        with self.algorithm.rollout_session():
+            rows = self._begin_call()
+            for _ in range(num_steps):
+                self._record(self.env.step(self._policy_step.output), rows)
         return self._end_call(rows)
 
     def _begin_call(self) -> list[Experience]:
