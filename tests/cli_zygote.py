@@ -6,7 +6,8 @@ It imports only third-party packages (torch, numpy, gymnasium, gin, absl), none 
 every child imports ALF afresh, after its environment variables, working directory and
 ``PYTHONPATH`` are set, exactly as ``python -m`` would. A child is a real process with
 its own pid, standard streams redirected to files, and the default signal handlers; it
-ends through ``sys.exit`` so that its ``atexit`` handlers and finalizers run.
+ends as the interpreter would (threads joined, ``atexit`` handlers run, streams
+flushed) but skips the teardown of every module (``_exit_child``).
 
 Protocol (JSON lines): a request on stdin ``{"id", "module", "args", "cwd", "env",
 "pythonpath", "stdout", "stderr"}``; replies on stdout ``{"id", "pid"}`` when the child
@@ -23,13 +24,39 @@ import signal
 import sys
 from typing import Any
 
+# Third-party modules that a command would otherwise import again in every child, each
+# costing seconds: ``torch._dynamo`` (imported by the first ``torch.optim`` optimizer
+# built), TensorBoard's writer, and the simulators of the optional extras.
+OPTIONAL_PRELOADS = ("torch._dynamo", "torch.utils.tensorboard", "envpool", "mujoco", "ale_py")
+
 
 def _preload() -> None:
+    import importlib
+
     import absl.logging  # noqa: F401
     import gin  # noqa: F401
     import gymnasium  # noqa: F401
     import numpy  # noqa: F401
     import torch  # noqa: F401
+
+    for module in OPTIONAL_PRELOADS:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # an extra that is not installed
+            pass
+    _compile_alf()
+
+
+def _compile_alf() -> None:
+    """Writes the bytecode of ALF's sources (without importing them), so that children
+    read it rather than compiling every module again, even where
+    ``PYTHONDONTWRITEBYTECODE`` keeps imports from writing it."""
+    import compileall
+
+    compileall.compile_dir(
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "alf"),
+        quiet=1,
+    )
 
 
 def _reply(message: dict[str, Any]) -> None:
@@ -107,8 +134,28 @@ def _run_child(request: dict[str, Any]) -> int:
     return 0
 
 
+def _exit_child(code: int) -> None:
+    """Ends a child as the interpreter would (non-daemon threads joined, ``atexit``
+    handlers run, streams flushed), but without tearing down every module and object:
+    in a forked child that teardown touches, and so copies, every page of the zygote's
+    preloaded heap, which took seconds per command."""
+    import atexit
+    import threading
+
+    threading._shutdown()  # what the interpreter does first at exit
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     _preload()
+    # Keeps the preloaded objects out of the children's garbage collections (which would
+    # otherwise scan, and copy, them).
+    import gc
+
+    gc.freeze()
     child_request = _serve()
     if child_request is not None:
-        sys.exit(_run_child(child_request))
+        _exit_child(_run_child(child_request))
