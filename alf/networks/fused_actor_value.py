@@ -22,7 +22,6 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributions as td
 import torch.nn as nn
@@ -36,10 +35,10 @@ __all__ = ["FusedActorValue", "fuse_actor_value", "why_not_fusable"]
 
 
 def _activate(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``layer(x)`` for an activation, with numpy's tanh on CPU float32 (as
+    """``layer(x)`` for an activation, tanh without the module call (as
     :func:`~alf.networks.encoding_network.mlp_inference`)."""
-    if type(layer) is Tanh and x.device.type == "cpu" and x.dtype == torch.float32:
-        return torch.from_numpy(np.tanh(x.numpy()))
+    if type(layer) is Tanh:
+        return torch.tanh(x)
     return layer(x)
 
 
