@@ -137,7 +137,6 @@ class DoubleBufferedUnroller(UnrollingCollector):
         """Runs ``num_steps`` (default ``unroll_length``) steps of both groups and
         returns their trajectories side by side (see the class docstring)."""
         num_steps = self.unroll_length if num_steps is None else num_steps
-        first, second = self._groups
         with self.algorithm.rollout_session():
             return self._unroll(num_steps)
 
