@@ -55,8 +55,14 @@ def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
     env.step = timed(env.step, env_s)  # (ALF's EnvPool step is EnvPool's send + recv)
     algorithm.rollout_step = timed(algorithm.rollout_step, policy_s)
     pool = getattr(env, "envpool_env", None)
+    # ALF's EnvPool backend calls EnvPool's C++ send/recv directly where it can
+    # (``_direct``): time those, else EnvPool's public send/recv.
+    direct = getattr(env, "_direct", None)
+    if direct is not None:
+        pool = direct
+        direct._send, direct._recv = timed(direct._send, pool_s), timed(direct._recv, pool_s)
     try:
-        if pool is not None:
+        if pool is not None and direct is None:
             pool.send = timed(pool.send, pool_s)
             pool.recv = timed(pool.recv, pool_s)
     except (AttributeError, TypeError):
@@ -79,7 +85,9 @@ def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
         result["per_step_envpool_raw_us"] = sum(pool_s) * per
         result["per_step_env_wrapper_us"] = (sum(env_s) - sum(pool_s)) * per
     del env.step, algorithm.rollout_step
-    if pool is not None and pool_s:
+    if direct is not None:
+        direct._send, direct._recv = direct.pool._send, direct.pool._recv
+    elif pool is not None and pool_s:
         del pool.send, pool.recv
     return result
 

@@ -123,15 +123,9 @@ FACTORIES = frozenset(
 
 ALLOWED: dict[tuple[str, str, str], str] = {
     # (file, function's qualified name, torch function): why it is safe.
-    ("alf/networks/layers.py", "Tanh.forward", "numpy"): (
-        "numpy tanh fast path, taken only for CPU float32 inputs (checked just before)"
-    ),
-    ("alf/networks/layers.py", "_NumpyTanh.forward", "numpy"): (
-        "only reached from Tanh.forward's CPU float32 path"
-    ),
-    ("alf/networks/encoding_network.py", "mlp_inference", "numpy"): (
-        "numpy tanh fast path, taken only when x.device.type == 'cpu' (checked in the "
-        "same condition)"
+    ("alf/utils/distributions.py", "_gumbel_argmax", "numpy"): (
+        "numpy path of the Gumbel noise, taken only when the logits are on the CPU "
+        "(checked in the same condition)"
     ),
 }
 """Recorded calls that are fine on any device. A CPU ``int64`` index tensor would also be

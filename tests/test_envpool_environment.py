@@ -10,6 +10,7 @@ import torch
 
 pytest.importorskip("envpool")
 
+from alf import nest  # noqa: E402
 from alf.data_structures import StepType  # noqa: E402
 from alf.environments import create_environment  # noqa: E402
 from alf.environments.envpool_environment import EnvPoolEnvironment  # noqa: E402
@@ -76,6 +77,45 @@ def test_observations_are_fresh_tensors(cart_pole):
     second = env.step(torch.ones(4, dtype=torch.int64)).observation
     assert first.data_ptr() != second.data_ptr()
     assert torch.equal(first, kept) and not torch.equal(first, second)
+
+
+@pytest.mark.parametrize("num_threads", [1, 3])
+def test_returned_tensors_are_never_overwritten(num_threads):
+    # The wrapper's tensors are views of EnvPool's arrays: EnvPool must hand over a
+    # fresh buffer with every batch, episode boundaries included.
+    with _make(
+        num_envs=6, seed=1, max_episode_steps=5, env_kwargs={"num_threads": num_threads}
+    ) as env:
+        kept = [env.reset()]
+        copies = [kept[0].observation.clone()]
+        for i in range(40):
+            ts = env.step(torch.tensor([i % 2] * 6))
+            kept.append(ts)
+            copies.append(torch.cat([ts.observation, ts.reward[:, None]], dim=1))
+        for ts, want in zip(kept[1:], copies[1:], strict=True):
+            assert torch.equal(torch.cat([ts.observation, ts.reward[:, None]], dim=1), want)
+        assert torch.equal(kept[0].observation, copies[0])
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_direct_calls_give_what_envpools_send_and_recv_give(env_id):
+    with (
+        _make(env_id, 3, seed=2, max_episode_steps=5) as env,
+        _make(env_id, 3, seed=2, max_episode_steps=5) as public,
+    ):
+        assert env._direct is not None  # the fast path is taken for these pools
+        public._direct = None
+        torch.manual_seed(0)
+        for ts, want in [(env.reset(), public.reset())] + [
+            (env.step(a), public.step(a))
+            for a in [
+                torch.randint(0, 2, (3,)) if env_id == "CartPole-v1" else 3 * torch.randn(3, 1)
+                for _ in range(25)
+            ]
+        ]:
+            for got, expected in zip(nest.flatten(ts), nest.flatten(want), strict=True):
+                assert torch.equal(got, expected)
+        assert env.num_clipped_actions == public.num_clipped_actions
 
 
 def test_termination_then_first(cart_pole):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -19,6 +20,7 @@ from alf.networks import (
     step_network,
     unroll_network,
 )
+from alf.networks.fused_actor_value import FusedActorValue, fuse_actor_value
 from alf.utils.distributions import distribution_mode, sample
 from alf.utils.value_ops import generalized_advantage_estimation
 
@@ -81,6 +83,11 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         normalize_advantages: normalise advantages within each mini-batch.
         reward_scale: rewards are multiplied by this before computing targets.
         num_epochs, mini_batch_size: see :class:`OnPolicyAlgorithm` (A2C: 1 and None).
+        fused_rollout: evaluate the actor and value networks together in
+            ``rollout_step`` when both are plain MLPs of the same shape on the same
+            observation (:class:`~alf.networks.fused_actor_value.FusedActorValue`: one
+            operation per layer, the same parameters, results equal up to float
+            rounding); False always calls them one after the other.
         **kwargs: optimizer, learning rate and gradient clipping (:class:`Algorithm`).
     """
 
@@ -99,6 +106,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         reward_scale: float = 1.0,
         num_epochs: int = 1,
         mini_batch_size: int | None = None,
+        fused_rollout: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -115,6 +123,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         self._actor_state_spec = state_spec_of(self.actor_network)
         self._value_state_spec = state_spec_of(self.value_network)
         self._stateless = not nest.flatten((self._actor_state_spec, self._value_state_spec))
+        self._fused: FusedActorValue | None = None
+        if fused_rollout:
+            self._fused = fuse_actor_value(self.actor_network, self.value_network)
         self.gamma = gamma
         self.gae_lambda = gae_lambda
         self.value_loss_coef = value_loss_coef
@@ -157,8 +168,30 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         value, value_state = step_network(self.value_network, observation, state.value)
         return dist, value, ActorCriticState(actor=actor_state, value=value_state)
 
+    @property
+    def fused_rollout(self) -> bool:
+        """Whether ``rollout_step`` evaluates the two networks together
+        (:class:`~alf.networks.fused_actor_value.FusedActorValue`)."""
+        fused = self._fused
+        return (
+            fused is not None
+            and fused.actor is self.actor_network
+            and fused.value is self.value_network
+        )
+
+    def rollout_session(self) -> contextlib.AbstractContextManager[None]:
+        """With :attr:`fused_rollout`, the span in which ``rollout_step`` evaluates the
+        networks together from fused weights built once (see
+        :meth:`~alf.networks.fused_actor_value.FusedActorValue.session`); outside a
+        session it calls them one after the other."""
+        if self.fused_rollout:
+            return self._fused.session()
+        return contextlib.nullcontext()
+
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        if self._stateless:
+        if self.fused_rollout and self._fused.applies():
+            dist, value = self._fused(time_step.observation)
+        elif self._stateless:
             dist = self.actor_network(time_step.observation)
             value = self.value_network(time_step.observation)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -135,6 +136,15 @@ class RLAlgorithm(Algorithm):
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         """The action to take when evaluating (usually greedy)."""
         raise NotImplementedError
+
+    def rollout_session(self) -> contextlib.AbstractContextManager[None]:
+        """A context in which the collector calls :meth:`rollout_step` while the
+        parameters stay fixed (one ``unroll`` of a collector): the algorithm may keep
+        what it derives from its parameters for the session's steps and must drop it at
+        the end (e.g. :class:`~alf.algorithms.ActorCriticAlgorithm`'s fused weights).
+        Sessions may nest (a :class:`~alf.unrollers.DoubleBufferedUnroller`'s two
+        groups). Default: nothing is kept."""
+        return contextlib.nullcontext()
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         """The action to take when collecting experience; ``info`` is stored with it."""

@@ -40,6 +40,9 @@ class ActionChecker:
             )
             for spec in self._specs
         ]
+        # Bounds that are one number for every element: the batch is checked by its
+        # minimum and maximum (two reductions, no per-element masks).
+        self._scalar_bounds = [low.ndim == 0 and high.ndim == 0 for low, high in self._bounds]
         self.num_clipped_actions = 0
 
     @property
@@ -51,15 +54,19 @@ class ActionChecker:
         """The action as numpy for the environment, and as applied (clipped) tensors."""
         arrays = []
         leaves = [action] if self._single else nest.flatten(action)
-        for a, spec, (low, high) in zip(leaves, self._specs, self._bounds, strict=True):
-            a = a.numpy(force=True)  # detached, on the CPU
-            outside = (a < low) | (a > high)
-            if spec.is_discrete:
-                if outside.any():
-                    raise ValueError(
-                        f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
-                    )
-            elif outside.any():
+        checks = zip(leaves, self._specs, self._bounds, self._scalar_bounds, strict=True)
+        for a, spec, (low, high), scalar_bounds in checks:
+            a = a.numpy(force=True)  # detached, on the CPU (a view of a CPU tensor)
+            if scalar_bounds and a.size:
+                any_outside = a.min() < low or a.max() > high
+            else:
+                any_outside = bool(((a < low) | (a > high)).any())
+            if any_outside and spec.is_discrete:
+                raise ValueError(
+                    f"Discrete action {a.tolist()} is outside [{spec.minimum}, {spec.maximum}]"
+                )
+            if any_outside:
+                outside = (a < low) | (a > high)
                 counted = outside.reshape(len(a), -1).any(1) & ~about_to_reset
                 self.num_clipped_actions += int(counted.sum())
                 a = np.clip(a, low, high).astype(a.dtype, copy=False)

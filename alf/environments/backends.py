@@ -5,6 +5,14 @@ A backend is a function ``backend(request: BackendRequest) -> AlfEnvironment``.
 built-in ones; a config can also pass a function of its own
 (``create_environment.vectorization_mode = @my_backend``). See
 ``docs/adding_an_environment_backend.md``.
+
+The default is ``"sync"`` for every id, although ``"envpool"`` steps faster where it
+supports the id: EnvPool draws its episodes from its own C++ random generators, so for
+the same seed its episodes are not Gymnasium's (checked for CartPole-v1, Pendulum-v1,
+MountainCar-v0, Acrobot-v1, HalfCheetah-v5 and Hopper-v5: the reset observations
+already differ), and a default that changed the episodes a seed gives would change
+every seeded run of the configs that do not name a backend. Configs choose EnvPool
+explicitly (``create_environment.vectorization_mode = "envpool"``).
 """
 
 from __future__ import annotations

@@ -36,6 +36,58 @@ def _import_envpool() -> ModuleType:
     return envpool
 
 
+class _DirectCalls:
+    """EnvPool's C++ ``_send`` and ``_recv`` without the conversions its Python ``send``
+    and ``recv`` redo every step (a config dict, the env ids, the action and state
+    dicts): for a single-player pool with one action array and one observation array,
+    the layout EnvPool's classic-control, MuJoCo and Atari pools have. The action is
+    still copied into EnvPool's own dtype (as ``send`` does), the env ids are the
+    ``0..n-1`` array ``send`` would pass, and ``recv`` returns what the public ``recv``
+    returns (``terminated`` is ``done & ~trunc``, ``info`` holds the env ids).
+    :meth:`create` returns None for any other layout: the public calls are used.
+
+    Args:
+        pool: the EnvPool pool.
+        env_ids: ``0..num_envs - 1`` as int32.
+    """
+
+    _ACTION_KEYS = ("env_id", "players.env_id", "action")
+    _STATE_KEYS = ("obs", "reward", "done", "trunc", "info:env_id")
+
+    def __init__(self, pool: Any, env_ids: np.ndarray) -> None:
+        self.pool = pool
+        self._send = pool._send
+        self._recv = pool._recv
+        self._dtype = np.dtype(pool._spec._action_spec[-1][0])
+        self._env_ids = env_ids
+        keys = list(pool._state_keys)
+        self._index = [keys.index(key) for key in self._STATE_KEYS]
+
+    @classmethod
+    def create(cls, pool: Any, env_ids: np.ndarray) -> _DirectCalls | None:
+        """The direct calls for ``pool``, or None if its layout is not the one above."""
+        try:
+            keys = list(pool._state_keys)
+            if (
+                tuple(pool._spec._action_keys) != cls._ACTION_KEYS
+                or pool.config.get("max_num_players", 1) != 1
+                or any(key not in keys for key in cls._STATE_KEYS)
+                or any(key.startswith("obs:") for key in keys)
+            ):
+                return None
+            return cls(pool, env_ids)
+        except (AttributeError, TypeError, ValueError, IndexError):
+            return None
+
+    def send(self, action: np.ndarray) -> None:
+        self._send([self._env_ids, self._env_ids, action.astype(self._dtype, order="C")])
+
+    def recv(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        state = self._recv()
+        obs, reward, done, trunc, env_id = (state[i] for i in self._index)
+        return obs, reward, done & ~trunc, trunc, {"env_id": env_id}
+
+
 def _is_single(spec_nest: nest.Nest) -> bool:
     """Whether ``spec_nest`` is one spec rather than a nest of them."""
     leaves = nest.flatten(spec_nest)
@@ -131,13 +183,17 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._actions = ActionChecker(self._action_spec)
         self._env_ids = np.arange(num_envs, dtype=np.int32)
         self._env_ids_bytes = self._env_ids.tobytes()
+        # (None for a nested action: EnvPool's send flattens the nest)
+        self._direct = _DirectCalls.create(self._env, self._env_ids)
+        self._direct_ready = False  # the first send is EnvPool's, which checks the action
         self._env_id = torch.arange(num_envs, dtype=torch.int64)
         self._first_next = np.ones(num_envs, dtype=bool)  # envs whose next step is FIRST
         self._any_first_next = True
-        self._mid = torch.full((num_envs,), StepType.MID, dtype=torch.int32)
-        self._ones = torch.ones(num_envs)
+        self._mid = np.full(num_envs, _MID, dtype=np.int32)
+        self._ones = np.ones(num_envs, dtype=np.float32)
         self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
         self._applied: Any = None  # the checked action of a step in flight
+        self._applied_np: Any = None  # ... as the numpy array(s) sent to EnvPool
         self._check = DataChecker(
             env_name=env_name or env_id,
             observation_spec=self._observation_spec,
@@ -166,11 +222,13 @@ class EnvPoolEnvironment(AlfEnvironment):
         return self._action_spec
 
     def _observation(self, obs: Any) -> Any:
-        # np.array copies (EnvPool may reuse its buffers) and casts in one pass.
+        # EnvPool hands over a fresh buffer with every batch (it never writes into an
+        # array it returned; tests/test_envpool_environment.py checks this), so the
+        # tensors are views of it where the dtype is already the spec's (else cast copies).
         if self._obs_dtype is not None:
-            return torch.from_numpy(np.array(obs, dtype=self._obs_dtype))
+            return torch.from_numpy(np.asarray(obs, dtype=self._obs_dtype))
         return nest.map_structure(
-            lambda x, dtype: torch.from_numpy(np.array(x, dtype=dtype)), obs, self._obs_dtypes
+            lambda x, dtype: torch.from_numpy(np.asarray(x, dtype=dtype)), obs, self._obs_dtypes
         )
 
     def _in_env_order(self, info: dict[str, Any], *outputs: Any) -> tuple[Any, ...]:
@@ -206,8 +264,14 @@ class EnvPoolEnvironment(AlfEnvironment):
         if self._applied is not None:
             raise RuntimeError("step_async called twice without step_wait")
         np_action, applied = self._actions(action, self._first_next)
-        self._env.send(np_action)
+        direct = self._direct
+        if direct is not None and self._direct_ready and direct.pool is self._env:
+            direct.send(np_action)
+        else:
+            self._env.send(np_action)
+            self._direct_ready = self._actions.single_leaf
         self._applied = applied
+        self._applied_np = np_action
 
     def step_wait(self) -> TimeStep:
         """The result of the step :meth:`step_async` started."""
@@ -215,32 +279,41 @@ class EnvPoolEnvironment(AlfEnvironment):
         if applied is None:
             raise RuntimeError("step_wait called without step_async")
         self._applied = None
-        obs, reward, terminated, truncated, info = self._env.recv()
+        direct = self._direct
+        if direct is not None and direct.pool is self._env:
+            obs, reward, terminated, truncated, info = direct.recv()
+        else:
+            obs, reward, terminated, truncated, info = self._env.recv()
         obs, reward, terminated, truncated = self._in_env_order(
             info, obs, reward, terminated, truncated
         )
-        reward = np.array(reward, dtype=np.float32)
+        reward = np.asarray(reward, dtype=np.float32)  # EnvPool's own buffer: ours to edit
         done = terminated | truncated
         self._check.advance(self._first_next if self._any_first_next else None)
         if not self._any_first_next and not done.any():  # the usual case: all MID
-            step_type, discount, prev_action = self._mid.clone(), self._ones.clone(), applied
+            # (numpy copies of the constant rows: cheaper than torch's clone)
+            step_type = torch.from_numpy(self._mid.copy())
+            discount = torch.from_numpy(self._ones.copy())
+            prev_action = applied
         else:  # numpy throughout: nearly every step of many short episodes comes here
             first = self._first_next
-            last = done & ~first
-            step_type = np.full(self._num_envs, _MID, dtype=np.int32)
+            not_first = ~first
+            last = done & not_first
+            step_type = self._mid.copy()
             step_type[first] = _FIRST
             step_type[last] = _LAST
-            discount = np.ones(self._num_envs, dtype=np.float32)
-            discount[terminated & ~first] = 0.0
+            discount = self._ones.copy()
+            discount[terminated & not_first] = 0.0
             step_type, discount = torch.from_numpy(step_type), torch.from_numpy(discount)
             prev_action = applied
             if self._any_first_next:
                 reward[first] = 0.0
-                if self._actions.single_leaf:
-                    prev_action = applied.clone()  # `applied` may share memory with `action`
-                    prev_action[torch.from_numpy(first)] = 0
+                if self._actions.single_leaf:  # in numpy (a copy: `applied` may share
+                    zeroed = self._applied_np.copy()  # memory with the caller's action)
+                    zeroed[first] = 0
+                    prev_action = torch.from_numpy(zeroed)
                 else:
-                    prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
+                    prev_action = nest.zero_rows(applied, torch.from_numpy(not_first))
             self._first_next = last
             self._any_first_next = bool(last.any())
         self._check.check(obs, reward)

@@ -78,6 +78,11 @@ def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: _He
     owner._action_shape = spec.shape
 
 
+def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """``layer(x)`` without the module call machinery (a head's layer has no hooks)."""
+    return F.linear(x, layer.weight, layer.bias)
+
+
 def _head_distribution(
     owner: nn.Module,
     spec: BoundedTensorSpec,
@@ -87,7 +92,7 @@ def _head_distribution(
 ) -> td.Distribution:
     """The distribution of one action leaf from the layers :func:`_add_head` added."""
     if spec.is_discrete:
-        logits = owner.logits(hidden)
+        logits = _linear(owner.logits, hidden)
         if spec.shape == ():
             return Categorical(logits, offset=owner._offset, mask=mask)
         logits = logits.reshape(logits.shape[0], *owner._layout)
@@ -95,8 +100,11 @@ def _head_distribution(
         if mask is not None:  # an element whose values are all masked allows them all
             allowed = (mask | ~mask.any(-1, keepdim=True)) & allowed
         return MultiCategorical(logits=logits, offset=owner._offsets, mask=allowed)
-    mean = owner.mean(hidden)
-    raw_std = owner.std(hidden) if options.state_dependent_std else owner.std_param.expand_as(mean)
+    mean = _linear(owner.mean, hidden)
+    if options.state_dependent_std:
+        raw_std = _linear(owner.std, hidden)
+    else:
+        raw_std = owner.std_param.expand_as(mean)
     std = F.softplus(raw_std) + options.min_std
     shape = (mean.shape[0], *owner._action_shape)
     mean, std = mean.reshape(shape), std.reshape(shape)
@@ -204,6 +212,11 @@ class ActorDistributionNetwork(nn.Module):
         """Specs of the recurrent state (``()`` when stateless)."""
         return self.encoder.state_spec
 
+    @property
+    def action_mask_key(self) -> str | None:
+        """The observation key of the invalid-action mask, None without one."""
+        return self._mask.key
+
     def action_mask(self, observation: Any) -> torch.Tensor | None:
         """The observation's invalid-action mask (see :meth:`ActionMask.split`), or None."""
         return self._mask.split(observation)[1]
@@ -211,14 +224,14 @@ class ActorDistributionNetwork(nn.Module):
     def forward(self, observation: Any) -> td.Distribution:
         """A distribution over ``[B, *action_shape]`` actions (stateless networks)."""
         observation, mask = self._mask.split(observation)
-        return self._distribution(self.encoder(observation), mask)
+        return self.distribution(self.encoder(observation), mask)
 
     def step(self, observation: Any, state: Any) -> tuple[td.Distribution, Any]:
         """One time step: the action distribution and the new state (see
         :meth:`EncodingNetwork.step`)."""
         observation, mask = self._mask.split(observation)
         hidden, state = self.encoder.step(observation, state)
-        return self._distribution(hidden, mask), state
+        return self.distribution(hidden, mask), state
 
     def unroll(
         self, observation: Any, state: Any, first: torch.Tensor
@@ -230,9 +243,11 @@ class ActorDistributionNetwork(nn.Module):
         hidden, state = self.encoder.unroll(observation, state, first)
         if mask is not None:
             mask = mask.reshape(-1, *mask.shape[2:])
-        return self._distribution(hidden, mask), state
+        return self.distribution(hidden, mask), state
 
-    def _distribution(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> td.Distribution:
+    def distribution(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> td.Distribution:
+        """The action distribution from the encoder's ``[B, size]`` output ``hidden`` and
+        the invalid-action mask as :meth:`action_mask` gives it (or None)."""
         if self._single:
             return _head_distribution(self, self._specs[0], hidden, self._options, mask)
         dists = [

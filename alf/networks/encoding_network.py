@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import optree
 import torch
 import torch.nn as nn
@@ -17,7 +16,6 @@ from alf.networks.conv_encoder import ConvEncoder, ConvLayerParams
 from alf.networks.layers import (
     Tanh,
     flat_input_size,
-    is_tracing,
     make_activation,
     orthogonal_init,
 )
@@ -307,13 +305,8 @@ def mlp_inference(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
         kind = type(layer)
         if kind is nn.Linear:
             x = torch.addmm(layer.bias, x, layer.weight.t())
-        elif (
-            kind is Tanh
-            and x.device.type == "cpu"
-            and x.dtype == torch.float32
-            and not is_tracing()
-        ):
-            x = torch.from_numpy(np.tanh(x.numpy()))
+        elif kind is Tanh:
+            x = torch.tanh(x)
         else:
             x = layer(x)
     return x

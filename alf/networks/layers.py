@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn as nn
 
@@ -20,42 +19,13 @@ def is_tracing() -> bool:
     return torch.jit.is_tracing() or torch.compiler.is_compiling()
 
 
-class _NumpyTanh(torch.autograd.Function):
-    """tanh whose forward runs numpy's vectorised kernel (CPU float32)."""
+class Tanh(nn.Tanh):
+    """``torch.tanh`` as a module (the activation named ``"tanh"``).
 
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = torch.from_numpy(np.tanh(x.detach().numpy()))
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(grad, y)
-
-
-class Tanh(nn.Module):
-    """``tanh`` that is several times faster than ``torch.tanh`` on CPU float32.
-
-    Some torch CPU builds ship a scalar (unvectorised) ``tanh`` kernel, which dominates
-    the cost of small tanh MLPs: here 41 us for a 256x64 tensor against 3.5 us for numpy's.
-    This module computes the forward pass with numpy on CPU float32 tensors (same values
-    to one ulp) and uses torch's fused ``tanh_backward``; anywhere else (and when traced
-    for export) it is ``torch.tanh``.
+    ALF once computed its forward pass with numpy, when a torch CPU build's scalar tanh
+    kernel made small tanh MLPs slow; with torch 2.13 ``torch.tanh`` is as fast or
+    faster at every batch size ALF uses (``benchmarks/tanh.py``), so it is plain torch.
     """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if (
-            x.device.type != "cpu"
-            or x.dtype != torch.float32
-            or not x.is_contiguous()
-            or is_tracing()
-        ):
-            return torch.tanh(x)
-        if torch.is_grad_enabled() and x.requires_grad:
-            return _NumpyTanh.apply(x)
-        return torch.from_numpy(np.tanh(x.detach().numpy()))
 
 
 _ACTIVATIONS = {

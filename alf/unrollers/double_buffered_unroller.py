@@ -137,6 +137,10 @@ class DoubleBufferedUnroller(UnrollingCollector):
         """Runs ``num_steps`` (default ``unroll_length``) steps of both groups and
         returns their trajectories side by side (see the class docstring)."""
         num_steps = self.unroll_length if num_steps is None else num_steps
+        with self.algorithm.rollout_session():
+            return self._unroll(num_steps)
+
+    def _unroll(self, num_steps: int) -> Experience:
         first, second = self._groups
         first_rows = first._begin_call()
         second_rows = second._begin_call()

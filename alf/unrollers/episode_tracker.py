@@ -30,11 +30,15 @@ class EpisodeTracker:
         """Adds one batched time step."""
         step_type = time_step.step_type.numpy()
         first = step_type == StepType.FIRST
-        self._returns[first] = 0.0
-        self._lengths[first] = 0
-        not_first = ~first
-        self._returns[not_first] += time_step.reward.numpy()[not_first]
-        self._lengths[not_first] += 1
+        if first.any():
+            self._returns[first] = 0.0
+            self._lengths[first] = 0
+            not_first = ~first
+            self._returns[not_first] += time_step.reward.numpy()[not_first]
+            self._lengths[not_first] += 1
+        else:  # the usual step: no masks needed
+            self._returns += time_step.reward.numpy()
+            self._lengths += 1
         last = step_type == StepType.LAST
         if last.any():
             ids = np.flatnonzero(last)

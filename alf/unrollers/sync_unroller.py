@@ -87,6 +87,7 @@ class SyncUnroller(UnrollingCollector):
         self._transforms = not self._transformer.is_identity
         self._history = self._transformer.history_length
         self._transform_state: Any = None
+        self._stateless = not nest.flatten(algorithm.rollout_state_spec)
         self._tail: list[Experience] | None = None  # the last h + 1 rows
         self._policy_step: AlgStep | None = None
         self._num_old_rows = 0
@@ -114,7 +115,8 @@ class SyncUnroller(UnrollingCollector):
         policy_input = time_step
         if self.device is not None:
             policy_input = to_device(time_step, self.device)
-        state = reset_state_on_first(state, policy_input.step_type)
+        if not self._stateless:
+            state = reset_state_on_first(state, policy_input.step_type)
         if self._transforms:
             policy_input, self._transform_state = self._transformer.transform_timestep(
                 policy_input, self._transform_state
@@ -145,9 +147,10 @@ class SyncUnroller(UnrollingCollector):
         """Runs ``num_steps`` (default ``unroll_length``) steps and returns the
         ``[num_steps + 1, B]`` trajectory."""
         num_steps = self.unroll_length if num_steps is None else num_steps
-        rows = self._begin_call()
-        for _ in range(num_steps):
-            self._record(self.env.step(self._policy_step.output), rows)
+        with self.algorithm.rollout_session():
+            rows = self._begin_call()
+            for _ in range(num_steps):
+                self._record(self.env.step(self._policy_step.output), rows)
         return self._end_call(rows)
 
     def _begin_call(self) -> list[Experience]:
