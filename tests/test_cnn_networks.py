@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
+from helpers_algorithms import mid_time_step
 
 from alf.algorithms import DqnAlgorithm, PPOAlgorithm, SacAlgorithm
 from alf.config import load_config
-from alf.data_structures import StepType, TimeStep
 from alf.networks import (
     NATURE_CONV_LAYERS,
     ActorDistributionNetwork,
@@ -43,14 +43,7 @@ def _images(spec, batch=2):
 
 
 def _time_step(observation, batch=2):
-    return TimeStep(
-        step_type=torch.full((batch,), StepType.MID, dtype=torch.int32),
-        reward=torch.zeros(batch),
-        discount=torch.ones(batch),
-        observation=observation,
-        prev_action=torch.zeros(batch, dtype=torch.int64),
-        env_id=torch.arange(batch),
-    )
+    return mid_time_step(observation, batch)
 
 
 # ----------------------------------------------------------------------------- ConvEncoder

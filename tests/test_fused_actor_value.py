@@ -11,9 +11,10 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from helpers_algorithms import mid_time_step
 
 from alf.algorithms.ppo import PPOAlgorithm
-from alf.data_structures import StepType, TimeStep
+from alf.data_structures import TimeStep
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.networks.fused_actor_value import FusedActorValue, fuse_actor_value, why_not_fusable
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
@@ -54,14 +55,7 @@ def _ppo(
 def _time_step(batch: int = 7, observation=None) -> TimeStep:
     if observation is None:
         observation = torch.randn(batch, *OBS.shape)
-    return TimeStep(
-        step_type=torch.full((batch,), StepType.MID, dtype=torch.int32),
-        reward=torch.zeros(batch),
-        discount=torch.ones(batch),
-        observation=observation,
-        prev_action=torch.zeros(batch, dtype=torch.int64),
-        env_id=torch.arange(batch),
-    )
+    return mid_time_step(observation, batch)
 
 
 def _rollout(algorithm: PPOAlgorithm, time_step: TimeStep, seed: int = 1):
