@@ -125,6 +125,15 @@ def _bad_mixed_precision(case: Case, tmp: Path) -> None:
     case.cmd = train_cmd(case.root, *RESUME_PARAMS, 'TrainerConfig.mixed_precision="fp8"')
 
 
+def _binding_without_conf_param(case: Case, tmp: Path) -> None:
+    # absl would drop the word and resume with the old budget as if nothing was wrong.
+    case.cmd = [*train_cmd(case.root), "TrainerConfig.num_env_steps=4096"]
+
+
+def _play_stray_word(case: Case, tmp: Path) -> None:
+    case.cmd = [*play_cmd(case.root), "episodes", "3"]
+
+
 CASES: dict[str, Callable[[Case, Path], None]] = {
     "missing_conf": _missing_conf,
     "unknown_configurable": _unknown_configurable,
@@ -140,6 +149,8 @@ CASES: dict[str, Callable[[Case, Path], None]] = {
     "unknown_device": _unknown_device,
     "cuda_without_gpu": _cuda_without_gpu,
     "bad_mixed_precision": _bad_mixed_precision,
+    "binding_without_conf_param": _binding_without_conf_param,
+    "play_stray_word": _play_stray_word,
 }
 
 
@@ -163,6 +174,23 @@ def cases(tmp_path_factory) -> dict[str, Case]:
 def test_missing_conf_file(cases):
     case = cases["missing_conf"]
     assert_clean_user_error(case.result, TRAIN, "not found", str(case.info["conf"]))
+    case.assert_untouched()
+
+
+def test_binding_without_conf_param_is_refused_with_the_flag_to_use(cases):
+    case = cases["binding_without_conf_param"]
+    assert_clean_user_error(
+        case.result,
+        TRAIN,
+        "unexpected argument 'TrainerConfig.num_env_steps=4096'",
+        "--conf_param='TrainerConfig.num_env_steps=4096'",
+    )
+    case.assert_untouched()
+
+
+def test_stray_words_after_play_flags_are_refused(cases):
+    case = cases["play_stray_word"]
+    assert_clean_user_error(case.result, PLAY, "unexpected argument 'episodes' (and 1 more)")
     case.assert_untouched()
 
 

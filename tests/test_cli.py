@@ -204,3 +204,16 @@ def test_play_records_mp4(plays):
     assert video.is_file() and video.stat().st_size > 1000
     head = video.read_bytes()[:12]
     assert head[4:8] == b"ftyp", head  # an ISO-BMFF (mp4) container
+
+
+def test_stray_arguments_error_names_the_first_word_and_suggests_conf_param():
+    from alf.bin.cli import stray_arguments_error
+
+    assert stray_arguments_error(["alf-train"], takes_bindings=True) is None
+    binding = stray_arguments_error(["train", "A.b=1", "x"], takes_bindings=True)
+    assert binding == (
+        "unexpected argument 'A.b=1' (and 1 more): a gin binding goes through --conf_param='A.b=1'"
+    )
+    word = stray_arguments_error(["export", "onnx"], takes_bindings=True)
+    assert word == "unexpected argument 'onnx': every option is a --flag (see --help)"
+    assert "--conf_param" not in stray_arguments_error(["t", "A.b=1"], takes_bindings=False)

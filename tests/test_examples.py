@@ -6,6 +6,7 @@ none is)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -117,11 +118,25 @@ def test_example_differing_only_in_its_environment_builds(conf):
         env.close()
 
 
+SMOKE_UNROLL_LENGTH = 16
+
+
+def _configured_unroll_length(conf: Path) -> int:
+    """``TrainerConfig.unroll_length`` as ``conf`` or a file it includes sets it (1 if
+    neither does)."""
+    text = conf.read_text()
+    for included in re.findall(r"^include\s+['\"](.+?)['\"]", text, re.MULTILINE):
+        text += "\n" + (conf.parent / included).read_text()
+    found = re.findall(r"^TrainerConfig\.unroll_length\s*=\s*(\d+)", text, re.MULTILINE)
+    return int(found[-1]) if found else 1
+
+
 def _tiny_params(conf: Path) -> tuple[str, ...]:
-    if "common/mujoco_" in conf.read_text():
-        # The MuJoCo configs collect 2048 steps and make 320 updates per iteration;
-        # shorter unrolls keep their smoke test as cheap as the others'.
-        return (*TINY, "TrainerConfig.unroll_length=16")
+    if _configured_unroll_length(conf) > SMOKE_UNROLL_LENGTH:
+        # Long unrolls (MuJoCo's 256 x 8 envs with 320 updates, Pong's 128 x 8 through a
+        # CNN) would make three iterations cost minutes; shorter ones keep every smoke
+        # test as cheap as the others'.
+        return (*TINY, f"TrainerConfig.unroll_length={SMOKE_UNROLL_LENGTH}")
     return TINY
 
 
@@ -163,3 +178,11 @@ def test_example_trains_and_plays(example_runs, conf):
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "Finished at iteration 3" in trained.stdout, trained.stdout[-2000:]
     played_average_return(played)  # exits 0 and prints its average return
+
+
+def test_smoke_runs_cap_long_unrolls_from_the_config_or_its_include():
+    assert _configured_unroll_length(CONF.parent / "ppo_pong.gin") == 128
+    assert _configured_unroll_length(CONF.parent / "ppo_hopper.gin") == 256  # included
+    assert _configured_unroll_length(CONF.parent / "sac_pendulum.gin") == 1
+    assert "TrainerConfig.unroll_length=16" in _tiny_params(CONF.parent / "ppo_pong.gin")
+    assert _tiny_params(CONF.parent / "ppo_masked.gin") == TINY

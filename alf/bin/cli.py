@@ -9,7 +9,7 @@ from typing import Any
 
 from alf.errors import EXIT_USER_ERROR
 
-__all__ = ["declare_main_flags", "print_error"]
+__all__ = ["declare_main_flags", "print_error", "stray_arguments_error"]
 
 
 _GIN_CALL_LINE = re.compile(r"^\s*In call to configurable '")
@@ -41,3 +41,23 @@ def declare_main_flags(flags: Any, names: tuple[str, ...], module_doc: str | Non
     main_module = sys.modules.get("__main__")
     if main_module is not None and not getattr(main_module, "__doc__", None):
         main_module.__doc__ = module_doc
+
+
+def stray_arguments_error(argv: list[str], *, takes_bindings: bool) -> str | None:
+    """The error line for words absl left over after the flags (``argv[1:]``), or None if
+    there are none.
+
+    absl ignores them, so ``train --conf=c.gin TrainerConfig.num_iterations=3`` would
+    train with the binding silently dropped. ``takes_bindings`` says whether the tool
+    accepts gin bindings through ``--conf_param``, which the message then suggests for a
+    word that looks like one.
+    """
+    stray = argv[1:]
+    if not stray:
+        return None
+    message = f"unexpected argument '{stray[0]}'"
+    if len(stray) > 1:
+        message += f" (and {len(stray) - 1} more)"
+    if takes_bindings and "=" in stray[0] and not stray[0].startswith("-"):
+        return message + f": a gin binding goes through --conf_param='{stray[0]}'"
+    return message + ": every option is a --flag (see --help)"

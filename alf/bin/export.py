@@ -19,7 +19,7 @@ import sys
 
 from absl import app, flags
 
-from alf.bin.cli import declare_main_flags, print_error
+from alf.bin.cli import declare_main_flags, print_error, stray_arguments_error
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run.")
 flags.DEFINE_string("format", None, "Export format: onnx or torchscript.")
@@ -55,7 +55,9 @@ def _check_out(path: str) -> None:
 
 def main(argv: list[str]) -> None:
     """Loads the run and writes its policy; see the module docstring."""
-    del argv
+    stray = stray_arguments_error(argv, takes_bindings=True)
+    if stray:
+        _fail(stray)
     if not FLAGS.root_dir:
         _fail("--root_dir is required")
     if not FLAGS.format:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from absl import app, flags
 
-from alf.bin.cli import declare_main_flags, print_error
+from alf.bin.cli import declare_main_flags, print_error, stray_arguments_error
 from alf.run_dir import layout
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run.")
@@ -63,7 +63,9 @@ def _fail(message: str) -> None:
 
 def main(argv: list[str]) -> None:
     """Loads the run and plays it; see the module docstring."""
-    del argv
+    stray = stray_arguments_error(argv, takes_bindings=True)
+    if stray:
+        _fail(stray)
     import gymnasium
 
     from alf.errors import AlfError

@@ -26,7 +26,7 @@ from types import FrameType
 
 from absl import app, flags, logging
 
-from alf.bin.cli import declare_main_flags, print_error
+from alf.bin.cli import declare_main_flags, print_error, stray_arguments_error
 from alf.errors import EXIT_TRAINING_ERROR, EXIT_USER_ERROR
 from alf.run_dir import layout
 
@@ -58,7 +58,9 @@ def _ranked(message: str, context: object | None) -> str:
 
 def main(argv: list[str]) -> None:
     """Loads the config, builds the trainer and trains; see the module docstring."""
-    del argv
+    stray = stray_arguments_error(argv, takes_bindings=True)
+    if stray:
+        _fail(stray, EXIT_USER_ERROR)
     if not FLAGS.root_dir:
         _fail("--root_dir is required", EXIT_USER_ERROR)
     if not FLAGS.conf and not FLAGS.conf_param:
