@@ -39,9 +39,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _measure(num_envs: int, rounds: int, calls: int) -> dict[str, Any]:
     """Eager and compiled ``rollout_step`` at ``num_envs`` environments, alternating."""
     import torch
+    from collection_samplers import _ppo_factory
 
     from alf.environments import create_environment
-    from collection_samplers import _ppo_factory
 
     env = create_environment("CartPole-v1", num_envs, seed=0, vectorization_mode="envpool")
     algorithm = _ppo_factory()(observation_spec=env.observation_spec(),
