@@ -132,6 +132,20 @@ def test_continuous_actor_gives_diagonal_normal(state_dependent_std):
         assert torch.equal(std[0], std[1])
 
 
+@pytest.mark.parametrize("std_transform", ["softplus", "exp"])
+def test_std_transform_starts_at_init_std_and_sets_the_gradient_scale(std_transform):
+    net = ActorDistributionNetwork(
+        input_spec=OBS, action_spec=BOX, fc_layer_params=(8,), init_std=1.0,
+        std_transform=std_transform,
+    )
+    std = net(torch.randn(3, 4)).base_dist.stddev
+    assert torch.allclose(std, torch.full((3, 2), 1.0 + 1e-3))
+    std.sum().backward()
+    # d std / d parameter at std 1: exp' = 1, softplus' = sigmoid(log(e - 1)) = 1 - 1/e
+    expected = 1.0 if std_transform == "exp" else 1.0 - np.exp(-1.0)
+    assert torch.allclose(net.std_param.grad, torch.full((2,), 3 * expected))
+
+
 def test_squashed_actor_samples_inside_bounds():
     net = ActorDistributionNetwork(
         input_spec=OBS, action_spec=BOX, fc_layer_params=(8,), squash=True, init_std=3.0

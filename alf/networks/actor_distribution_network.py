@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ class _HeadOptions:
     init_std: float
     min_std: float
     squash: bool
+    std_transform: str
 
 
 def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: _HeadOptions) -> None:
@@ -65,8 +66,11 @@ def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: _He
         return
     dim = int(math.prod(spec.shape))
     owner.mean = orthogonal_init(nn.Linear(size, dim), 0.01)
-    # softplus(x) = init_std at x = log(exp(init_std) - 1)
-    std_bias = math.log(math.expm1(options.init_std))
+    # softplus(x) = init_std at x = log(exp(init_std) - 1); exp(x) = init_std at log(init_std)
+    if options.std_transform == "exp":
+        std_bias = math.log(options.init_std)
+    else:
+        std_bias = math.log(math.expm1(options.init_std))
     if options.state_dependent_std:
         owner.std = orthogonal_init(nn.Linear(size, dim), 0.01)
         nn.init.constant_(owner.std.bias, std_bias)
@@ -105,7 +109,10 @@ def _head_distribution(
         raw_std = _linear(owner.std, hidden)
     else:
         raw_std = owner.std_param.expand_as(mean)
-    std = F.softplus(raw_std) + options.min_std
+    if options.std_transform == "exp":
+        std = torch.exp(raw_std) + options.min_std
+    else:
+        std = F.softplus(raw_std) + options.min_std
     shape = (mean.shape[0], *owner._action_shape)
     mean, std = mean.reshape(shape), std.reshape(shape)
     event_dims = len(owner._action_shape)
@@ -143,6 +150,10 @@ class ActorDistributionNetwork(nn.Module):
         init_std: initial standard deviation (continuous actions).
         min_std: lower bound of the standard deviation.
         squash: squash the Normal with ``tanh`` into the action bounds.
+        std_transform: how the std parameter (or output) becomes the standard deviation:
+            ``"softplus"`` (the default) or ``"exp"`` (a log-std parameter, as
+            Stable-Baselines3 and CleanRL have it: near std 1 an optimizer step moves
+            it about 1.6x as far as softplus does). ``min_std`` is added either way.
         input_preprocessors, conv_layer_params, lstm_hidden_size: passed to the
             :class:`EncodingNetwork` encoder when given (when None, a gin binding of
             ``EncodingNetwork`` may still set them). With ``lstm_hidden_size`` the
@@ -164,6 +175,7 @@ class ActorDistributionNetwork(nn.Module):
         init_std: float = 1.0,
         min_std: float = 1e-3,
         squash: bool = False,
+        std_transform: Literal["softplus", "exp"] = "softplus",
         input_preprocessors: Any = None,
         conv_layer_params: ConvLayerParams | None = None,
         lstm_hidden_size: int | Sequence[int] | None = None,
@@ -196,6 +208,7 @@ class ActorDistributionNetwork(nn.Module):
             init_std=init_std,
             min_std=min_std,
             squash=squash,
+            std_transform=std_transform,
         )
         size = self.encoder.output_size
         if self._single:
