@@ -472,3 +472,24 @@ def test_a_run_of_a_newer_alf_with_more_default_bindings_joins_its_seeds(tmp_pat
     write_run(tmp_path / "b" / "seed-2", bindings=other, evals=[(100, 1.0, 7.0)])
     groups = group_runs(load_runs([tmp_path]))
     assert sorted(len(g.runs) for g in groups) == [1, 2]
+
+
+def test_seeds_of_one_point_differ_only_by_bindings_a_newer_alf_added(tmp_path: Path) -> None:
+    """Seeds in one sweep point's directory, started by different ALF versions, are one
+    configuration when one lists bindings the other lacks (parameters added since, with
+    their defaults); in another directory such a binding is a difference (it may not be
+    the default), and a binding both have with different values always is."""
+    added = {"SacAlgorithm.encoder_ctor": "None", "action_mask_key.name": "'action_mask'"}
+
+    def run(name: str, seed: int, **extra: str) -> None:
+        bindings = {**_config("HalfCheetah-v5", "SacAlgorithm", seed), **extra}
+        write_run(tmp_path / name / f"seed-{seed}", bindings=bindings,
+                  evals=[(100, 1.0, float(seed))])
+
+    run("sac", 0)
+    run("sac", 1, **added)
+    run("sac", 2, **added)
+    run("sac", 3, **{**added, "SacAlgorithm.encoder_ctor": "@Encoder"})
+    run("sac_new_option", 4, **{"SacAlgorithm.std_transform": "'exp'"})
+    groups = group_runs(load_runs([tmp_path]))
+    assert sorted(sorted(r.seed for r in g.runs) for g in groups) == [[0, 1, 2], [3], [4]]

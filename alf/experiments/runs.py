@@ -303,28 +303,40 @@ def _labels(groups: list[list[Run]]) -> list[str]:
     return unique
 
 
-def _matching_key(key: tuple[Any, ...], groups: dict[tuple[Any, ...], list[Run]]) -> tuple:
-    """The key of the group a run of ``key`` belongs to: an existing one whose config
-    agrees with it on every binding both have and differs only by ``TrainerConfig``
-    settings that one of them lacks (a run written by a newer ALF lists the defaults of
-    run settings added since, e.g. trackers: no difference in configuration), else
-    ``key`` itself."""
+def _matching_key(run: Run, groups: dict[tuple[Any, ...], list[Run]]) -> tuple:
+    """The key of the group ``run`` belongs to: an existing one whose config agrees with
+    it on every binding both have, and whose other bindings are ones a newer ALF lists as
+    defaults of parameters added since (no difference in configuration); else
+    ``run.group_key`` itself.
+
+    A binding only one side has counts as such an added default when it is a
+    ``TrainerConfig`` setting, or when the two runs are seeds of one sweep point (run
+    directories ``seed-<k>`` in the same directory, e.g. a seed started later by a newer
+    ALF). Elsewhere it is a difference: an older run lacks a parameter whose value in the
+    newer one need not be the default."""
+    key = run.group_key
     if key in groups or key[0] != "config":
         return key
     bindings = dict(key[1])
-    for other in groups:
+    point = os.path.dirname(run.path) if _SEED_DIR_RE.match(os.path.basename(run.path)) else None
+    for other, members in groups.items():
         if other[0] != "config":
             continue
-        other_bindings = dict(other[1])
-        shared = bindings.keys() & other_bindings.keys()
-        only_one = bindings.keys() ^ other_bindings.keys()
-        if (
-            shared
-            and all(bindings[k] == other_bindings[k] for k in shared)
-            and all(k.startswith("TrainerConfig.") for k in only_one)
-        ):
+        same_point = point is not None and any(os.path.dirname(m.path) == point for m in members)
+        if all(_agree(bindings, dict(m.group_key[1]), same_point) for m in members):
             return other
     return key
+
+
+def _agree(bindings: dict[str, Any], other: dict[str, Any], same_point: bool) -> bool:
+    """Whether two runs' bindings are one configuration (see :func:`_matching_key`)."""
+    shared = bindings.keys() & other.keys()
+    only_one = bindings.keys() ^ other.keys()
+    return (
+        bool(shared)
+        and all(bindings[k] == other[k] for k in shared)
+        and (same_point or all(k.startswith("TrainerConfig.") for k in only_one))
+    )
 
 
 def group_runs(runs: Iterable[Run]) -> list[RunGroup]:
@@ -332,7 +344,7 @@ def group_runs(runs: Iterable[Run]) -> list[RunGroup]:
     label; sets each run's :attr:`Run.label`."""
     by_key: dict[tuple[Any, ...], list[Run]] = {}
     for run in sorted(runs, key=lambda r: r.path):
-        by_key.setdefault(_matching_key(run.group_key, by_key), []).append(run)
+        by_key.setdefault(_matching_key(run, by_key), []).append(run)
     members = [
         sorted(rs, key=lambda r: (r.seed is None, r.seed if r.seed is not None else 0, r.path))
         for rs in by_key.values()
