@@ -9,7 +9,10 @@ For each env count it builds the policy once, compiles ``rollout_step``
 (``torch.compile``, static shapes; the compile time is printed), and then times calls of
 the eager and the compiled step alternately in one process (``--rounds`` rounds of
 ``--calls`` calls each, the order swapped every round), all inside one
-``rollout_session()`` as a sampler's unroll is. It prints microseconds per call (min and
+``rollout_session()`` as a sampler's unroll is. Eager runs as ALF collects (actor and
+value fused into one call); the compiled step traces the two networks separately (the
+fused path, ``FusedActorValue.applies``, is off while tracing) and
+leaves the fusing to the compiler. It prints microseconds per call (min and
 median over rounds) and eager/compiled: above 1 means compiling pays.
 
     python benchmarks/compile_rollout.py --num_envs 16 64 256

@@ -146,6 +146,23 @@ def test_std_transform_starts_at_init_std_and_sets_the_gradient_scale(std_transf
     assert torch.allclose(net.std_param.grad, torch.full((2,), 3 * expected))
 
 
+def test_exp_std_of_a_network_output_starts_at_init_std_and_is_bounded():
+    net = ActorDistributionNetwork(
+        input_spec=OBS, action_spec=BOX, fc_layer_params=(8,), init_std=0.5,
+        state_dependent_std=True, std_transform="exp",
+    )
+    std = net(torch.randn(3, 4)).base_dist.stddev
+    assert torch.allclose(std, torch.full((3, 2), 0.5 + 1e-3), atol=0.05)
+    with torch.no_grad():
+        net.std.bias.fill_(100.0)  # exp(100) would be inf
+    assert torch.isfinite(net(torch.randn(3, 4)).base_dist.stddev).all()
+
+
+def test_unknown_std_transform_is_a_clear_error():
+    with pytest.raises(ValueError, match="std_transform = 'log' must be 'softplus' or 'exp'"):
+        ActorDistributionNetwork(input_spec=OBS, action_spec=BOX, std_transform="log")
+
+
 def test_squashed_actor_samples_inside_bounds():
     net = ActorDistributionNetwork(
         input_spec=OBS, action_spec=BOX, fc_layer_params=(8,), squash=True, init_std=3.0

@@ -489,7 +489,24 @@ def test_seeds_of_one_point_differ_only_by_bindings_a_newer_alf_added(tmp_path: 
     run("sac", 0)
     run("sac", 1, **added)
     run("sac", 2, **added)
-    run("sac", 3, **{**added, "SacAlgorithm.encoder_ctor": "@Encoder"})
     run("sac_new_option", 4, **{"SacAlgorithm.std_transform": "'exp'"})
+    run("not_a_seed_dir", 5, **{"Other.x": "1"})
+    (tmp_path / "not_a_seed_dir" / "seed-5").rename(tmp_path / "not_a_seed_dir" / "manual")
+    run("not_a_seed_dir", 6, **{"Other.x": "1"}, **added)
     groups = group_runs(load_runs([tmp_path]))
-    assert sorted(sorted(r.seed for r in g.runs) for g in groups) == [[0, 1, 2], [3], [4]]
+    assert sorted(sorted(r.seed for r in g.runs) for g in groups) == [[0, 1, 2], [4], [5], [6]]
+    merged = next(g for g in groups if len(g.runs) == 3)
+    assert "unset" not in merged.label
+
+    # Ambiguous (the old seed fits two groups of the point, whatever the seed order): apart.
+    for old_seed in (10, 13):
+        root = tmp_path / f"ambiguous_{old_seed}"
+        for seed, extra in ((old_seed, {}), (11, {**added, "SacAlgorithm.encoder_ctor": "@E"}),
+                            (12, added), (14, added)):
+            bindings = {**_config("HalfCheetah-v5", "SacAlgorithm", seed), **extra}
+            write_run(root / "sac" / f"seed-{seed}", bindings=bindings,
+                      evals=[(100, 1.0, float(seed))])
+        groups = group_runs(load_runs([root]))
+        assert sorted(sorted(r.seed for r in g.runs) for g in groups) == sorted(
+            [[old_seed], [11], [12, 14]]
+        )

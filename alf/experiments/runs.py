@@ -257,7 +257,7 @@ def no_run_error(paths: Iterable[str]) -> str | None:
 
 def _differing_bindings(groups: Sequence[list[Run]]) -> list[str]:
     """Binding names whose value is not the same in every one of ``groups``."""
-    bindings = [g[0].bindings for g in groups]
+    bindings = [{k: v for r in g for k, v in r.bindings.items()} for g in groups]
     names = sorted(set().union(*bindings)) if bindings else []
     skip = {SEED_BINDING, ENV_BINDING, ALGORITHM_BINDING}
     return [n for n in names if n not in skip and len({b.get(n) for b in bindings}) > 1]
@@ -265,7 +265,8 @@ def _differing_bindings(groups: Sequence[list[Run]]) -> list[str]:
 
 def _config_label(runs: list[Run], names: list[str]) -> str:
     label = f"{runs[0].env} {runs[0].algorithm}"
-    shown = [f"{n}={runs[0].bindings.get(n, '(unset)')}" for n in names[:_MAX_LABEL_BINDINGS]]
+    bindings = {k: v for r in runs for k, v in r.bindings.items()}
+    shown = [f"{n}={bindings.get(n, '(unset)')}" for n in names[:_MAX_LABEL_BINDINGS]]
     if len(names) > _MAX_LABEL_BINDINGS:
         shown.append(f"+{len(names) - _MAX_LABEL_BINDINGS} more")
     return f"{label} {', '.join(shown)}" if shown else label
@@ -303,40 +304,77 @@ def _labels(groups: list[list[Run]]) -> list[str]:
     return unique
 
 
-def _matching_key(run: Run, groups: dict[tuple[Any, ...], list[Run]]) -> tuple:
-    """The key of the group ``run`` belongs to: an existing one whose config agrees with
-    it on every binding both have, and whose other bindings are ones a newer ALF lists as
-    defaults of parameters added since (no difference in configuration); else
-    ``run.group_key`` itself.
-
-    A binding only one side has counts as such an added default when it is a
-    ``TrainerConfig`` setting, or when the two runs are seeds of one sweep point (run
-    directories ``seed-<k>`` in the same directory, e.g. a seed started later by a newer
-    ALF). Elsewhere it is a difference: an older run lacks a parameter whose value in the
-    newer one need not be the default."""
-    key = run.group_key
+def _matching_key(key: tuple[Any, ...], groups: dict[tuple[Any, ...], list[Run]]) -> tuple:
+    """The key of the group a run of ``key`` belongs to: an existing one whose config
+    agrees with it on every binding both have and differs only by ``TrainerConfig``
+    settings that one of them lacks (a run written by a newer ALF lists the defaults of
+    run settings added since, e.g. trackers: no difference in configuration), else
+    ``key`` itself."""
     if key in groups or key[0] != "config":
         return key
     bindings = dict(key[1])
-    point = os.path.dirname(run.path) if _SEED_DIR_RE.match(os.path.basename(run.path)) else None
-    for other, members in groups.items():
-        if other[0] != "config":
-            continue
-        same_point = point is not None and any(os.path.dirname(m.path) == point for m in members)
-        if all(_agree(bindings, dict(m.group_key[1]), same_point) for m in members):
+    for other in groups:
+        if other[0] == "config" and _agree(bindings, dict(other[1]), lenient=False):
             return other
     return key
 
 
-def _agree(bindings: dict[str, Any], other: dict[str, Any], same_point: bool) -> bool:
-    """Whether two runs' bindings are one configuration (see :func:`_matching_key`)."""
+def _agree(bindings: dict[str, Any], other: dict[str, Any], *, lenient: bool) -> bool:
+    """Whether two runs' bindings are one configuration: equal on every binding both
+    have, and a binding only one has is a ``TrainerConfig`` setting (or anything, when
+    ``lenient``)."""
     shared = bindings.keys() & other.keys()
     only_one = bindings.keys() ^ other.keys()
     return (
         bool(shared)
         and all(bindings[k] == other[k] for k in shared)
-        and (same_point or all(k.startswith("TrainerConfig.") for k in only_one))
+        and (lenient or all(k.startswith("TrainerConfig.") for k in only_one))
     )
+
+
+def _point_of(runs: list[Run]) -> str | None:
+    """The sweep-point directory holding every run of ``runs`` as ``seed-<k>``, if one does."""
+    points = {
+        os.path.dirname(r.path) if _SEED_DIR_RE.match(os.path.basename(r.path)) else None
+        for r in runs
+    }
+    return next(iter(points)) if len(points) == 1 else None
+
+
+def _merge_seeds_of_one_point(by_key: dict[tuple[Any, ...], list[Run]]) -> None:
+    """Merges, in place, groups of one sweep-point directory that differ only by bindings
+    one of them lacks (seeds started by different ALF versions: a newer one lists the
+    defaults of parameters added since), when each is the other's only such partner;
+    any ambiguity leaves them apart. (A point whose config file was changed to bind a
+    new parameter between seeds cannot be told from this: start such runs in a new
+    directory.)"""
+
+    def partners(key: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        point = _point_of(by_key[key])
+        if point is None or key[0] != "config":
+            return []
+        return [
+            other
+            for other in by_key
+            if other != key
+            and other[0] == "config"
+            and _point_of(by_key[other]) == point
+            and all(
+                _agree(dict(a.group_key[1]), dict(b.group_key[1]), lenient=True)
+                for a in by_key[key]
+                for b in by_key[other]
+            )
+        ]
+
+    merged = True
+    while merged:
+        merged = False
+        for key in list(by_key):
+            found = partners(key)
+            if len(found) == 1 and partners(found[0]) == [key]:
+                by_key[found[0]].extend(by_key.pop(key))
+                merged = True
+                break
 
 
 def group_runs(runs: Iterable[Run]) -> list[RunGroup]:
@@ -344,7 +382,8 @@ def group_runs(runs: Iterable[Run]) -> list[RunGroup]:
     label; sets each run's :attr:`Run.label`."""
     by_key: dict[tuple[Any, ...], list[Run]] = {}
     for run in sorted(runs, key=lambda r: r.path):
-        by_key.setdefault(_matching_key(run, by_key), []).append(run)
+        by_key.setdefault(_matching_key(run.group_key, by_key), []).append(run)
+    _merge_seeds_of_one_point(by_key)
     members = [
         sorted(rs, key=lambda r: (r.seed is None, r.seed if r.seed is not None else 0, r.path))
         for rs in by_key.values()

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from alf import nest
-from alf.config import configurable
+from alf.config import configurable, invalid_value
 from alf.networks.action_mask import ActionMask, discrete_sizes
 from alf.networks.conv_encoder import ConvLayerParams
 from alf.networks.encoding_network import EncodingNetwork, encoder_options, orthogonal_init
@@ -34,6 +34,8 @@ from alf.utils.distributions import (
 
 __all__ = ["ActorDistributionNetwork"]
 
+_MIN_LOG_STD, _MAX_LOG_STD = -20.0, 2.0  # bounds of a state-dependent log-std ("exp")
+
 
 @dataclass(frozen=True, kw_only=True)
 class _HeadOptions:
@@ -43,7 +45,7 @@ class _HeadOptions:
     init_std: float
     min_std: float
     squash: bool
-    std_transform: str
+    std_transform: Literal["softplus", "exp"]
 
 
 def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: _HeadOptions) -> None:
@@ -110,6 +112,8 @@ def _head_distribution(
     else:
         raw_std = owner.std_param.expand_as(mean)
     if options.std_transform == "exp":
+        if options.state_dependent_std:  # a network output: bound it as SB3 does
+            raw_std = raw_std.clamp(_MIN_LOG_STD, _MAX_LOG_STD)
         std = torch.exp(raw_std) + options.min_std
     else:
         std = F.softplus(raw_std) + options.min_std
@@ -153,7 +157,8 @@ class ActorDistributionNetwork(nn.Module):
         std_transform: how the std parameter (or output) becomes the standard deviation:
             ``"softplus"`` (the default) or ``"exp"`` (a log-std parameter, as
             Stable-Baselines3 and CleanRL have it: near std 1 an optimizer step moves
-            it about 1.6x as far as softplus does). ``min_std`` is added either way.
+            it about 1.6x as far as softplus does). ``min_std`` is added either way;
+            with ``state_dependent_std`` the log-std output is clamped to [-20, 2].
         input_preprocessors, conv_layer_params, lstm_hidden_size: passed to the
             :class:`EncodingNetwork` encoder when given (when None, a gin binding of
             ``EncodingNetwork`` may still set them). With ``lstm_hidden_size`` the
@@ -181,6 +186,10 @@ class ActorDistributionNetwork(nn.Module):
         lstm_hidden_size: int | Sequence[int] | None = None,
     ) -> None:
         super().__init__()
+        if std_transform not in ("softplus", "exp"):
+            raise invalid_value(
+                "ActorDistributionNetwork.std_transform", std_transform, "'softplus' or 'exp'"
+            )
         self._specs = nest.flatten(action_spec)
         if not self._specs or not all(isinstance(s, BoundedTensorSpec) for s in self._specs):
             raise UnsupportedActionSpaceError(
