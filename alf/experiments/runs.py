@@ -255,9 +255,15 @@ def no_run_error(paths: Iterable[str]) -> str | None:
     return None
 
 
+def _group_bindings(runs: Sequence[Run]) -> dict[str, Any]:
+    """The bindings of a group's runs together (seeds started by a newer ALF may list
+    more of them)."""
+    return {k: v for r in runs for k, v in r.bindings.items()}
+
+
 def _differing_bindings(groups: Sequence[list[Run]]) -> list[str]:
     """Binding names whose value is not the same in every one of ``groups``."""
-    bindings = [{k: v for r in g for k, v in r.bindings.items()} for g in groups]
+    bindings = [_group_bindings(g) for g in groups]
     names = sorted(set().union(*bindings)) if bindings else []
     skip = {SEED_BINDING, ENV_BINDING, ALGORITHM_BINDING}
     return [n for n in names if n not in skip and len({b.get(n) for b in bindings}) > 1]
@@ -265,7 +271,7 @@ def _differing_bindings(groups: Sequence[list[Run]]) -> list[str]:
 
 def _config_label(runs: list[Run], names: list[str]) -> str:
     label = f"{runs[0].env} {runs[0].algorithm}"
-    bindings = {k: v for r in runs for k, v in r.bindings.items()}
+    bindings = _group_bindings(runs)
     shown = [f"{n}={bindings.get(n, '(unset)')}" for n in names[:_MAX_LABEL_BINDINGS]]
     if len(names) > _MAX_LABEL_BINDINGS:
         shown.append(f"+{len(names) - _MAX_LABEL_BINDINGS} more")
