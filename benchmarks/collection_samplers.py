@@ -114,7 +114,9 @@ def worker_sampler_sync(args: argparse.Namespace) -> dict[str, Any]:
     quiet_warnings()
     import torch
 
-    torch.set_num_threads(1)
+    from alf.utils.threads import set_cpu_threads
+
+    set_cpu_threads(1)  # torch's and numpy's BLAS threads
     torch.manual_seed(0)
     from alf.environments import create_environment
     from alf.unrollers import DoubleBufferedUnroller, SyncUnroller
@@ -156,7 +158,9 @@ def worker_sampler_async(args: argparse.Namespace) -> dict[str, Any]:
     quiet_warnings()
     import torch
 
-    torch.set_num_threads(1)
+    from alf.utils.threads import set_cpu_threads
+
+    set_cpu_threads(1)  # torch's and numpy's BLAS threads
     torch.manual_seed(0)
     from alf.environments import create_environment
     from alf.unrollers import AsyncUnroller

@@ -84,9 +84,10 @@ def _measure(num_envs: int, rounds: int, calls: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
-    import torch
 
-    torch.set_num_threads(1)
+    from alf.utils.threads import set_cpu_threads
+
+    set_cpu_threads(1)  # torch's and numpy's BLAS threads
     print(machine_info(("torch", "envpool")))
     rows = []
     for num_envs in args.num_envs:

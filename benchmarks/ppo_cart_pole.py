@@ -136,7 +136,9 @@ def worker_alf(args: argparse.Namespace) -> dict[str, Any]:
     eval_interval = args.eval_every_steps // STEPS_PER_ITERATION
     import_configurables()
     alf_config.load_config(
-        conf_file, _alf_conf_params(args.seed, args.num_env_steps, eval_interval, args.alf_threads)
+        conf_file,
+        _alf_conf_params(args.seed, args.num_env_steps, eval_interval, args.alf_threads)
+        + list(args.alf_conf_param),
     )
     with tempfile.TemporaryDirectory(prefix="alf_bench_") as root_dir:
         trainer = RLTrainer(config=TrainerConfig(), root_dir=root_dir)
@@ -463,6 +465,9 @@ def _parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--alf_threads", type=int, default=None,
                    help="torch threads for ALF (default: the config's "
                         "TrainerConfig.torch_num_threads, 1)")
+    p.add_argument("--alf_conf_param", action="append", default=[],
+                   help="an extra gin binding for ALF (repeatable), e.g. "
+                        "'ActorCriticAlgorithm.numpy_rollout=False'")
     p.add_argument("--solved_return", type=float, default=SOLVED_RETURN,
                    help="evaluation average return that counts as solved (default 475)")
     p.add_argument("--skip_sb3", action="store_true", help="benchmark ALF only")
@@ -538,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                            "--threads", str(args.threads)]
             if args.alf_threads is not None:
                 worker_argv += ["--alf_threads", str(args.alf_threads)]
+            for binding in args.alf_conf_param:
+                worker_argv += ["--alf_conf_param", binding]
             print(f"running {framework} seed {seed} ...", end=" ", flush=True)
             tick = time.monotonic()
             try:

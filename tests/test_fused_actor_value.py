@@ -13,6 +13,7 @@ import pytest
 import torch
 from helpers_algorithms import mid_time_step
 
+from alf import nest
 from alf.algorithms.ppo import PPOAlgorithm
 from alf.data_structures import TimeStep
 from alf.networks import ActorDistributionNetwork, ValueNetwork
@@ -28,6 +29,7 @@ CONTINUOUS = BoundedTensorSpec((2,), torch.float32, -1.0, 1.0)
 def _ppo(
     *,
     fused: bool,
+    numpy: bool = True,
     action_spec=DISCRETE,
     observation_spec=OBS,
     actor_layers=(16, 16),
@@ -40,6 +42,7 @@ def _ppo(
         observation_spec=observation_spec,
         action_spec=action_spec,
         fused_rollout=fused,
+        numpy_rollout=numpy,
         actor_network_ctor=functools.partial(
             ActorDistributionNetwork,
             fc_layer_params=actor_layers,
@@ -67,10 +70,11 @@ def _rollout(algorithm: PPOAlgorithm, time_step: TimeStep, seed: int = 1):
 
 def _assert_same_rollout(fused: PPOAlgorithm, plain: PPOAlgorithm, time_step: TimeStep) -> None:
     a, b = _rollout(fused, time_step), _rollout(plain, time_step)
-    if a.output.dtype.is_floating_point:  # a continuous sample: loc + scale * noise
-        torch.testing.assert_close(a.output, b.output, rtol=1e-5, atol=1e-6)
-    else:
-        assert torch.equal(a.output, b.output)
+    for x, y in zip(nest.flatten(a.output), nest.flatten(b.output), strict=True):
+        if x.dtype.is_floating_point:  # a continuous sample: loc + scale * noise
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+        else:
+            assert torch.equal(x, y)
     torch.testing.assert_close(a.info.value, b.info.value, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(a.info.log_prob, b.info.log_prob, rtol=1e-5, atol=1e-6)
 
@@ -86,11 +90,88 @@ def _assert_same_rollout(fused: PPOAlgorithm, plain: PPOAlgorithm, time_step: Ti
         {"action_spec": BoundedTensorSpec((3,), torch.int64, 0, 4)},  # MultiDiscrete
     ],
 )
-def test_fused_rollout_matches_the_two_networks(options):
-    fused, plain = _ppo(fused=True, **options), _ppo(fused=False, **options)
+@pytest.mark.parametrize("numpy", [True, False])
+def test_fused_rollout_matches_the_two_networks(options, numpy):
+    fused, plain = _ppo(fused=True, numpy=numpy, **options), _ppo(fused=False, **options)
     assert fused.fused_rollout and not plain.fused_rollout
     for batch in (1, 7):
         _assert_same_rollout(fused, plain, _time_step(batch))
+
+
+SCALAR_BOX = BoundedTensorSpec((), torch.float32, -2.0, 2.0)
+MATRIX_BOX = BoundedTensorSpec((2, 3), torch.float32, -1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("options", "in_numpy"),
+    [
+        ({}, True),
+        ({"action_spec": BoundedTensorSpec((), torch.int64, -1, 3)}, True),  # start -1
+        ({"activation": "relu", "actor_layers": (8, 16, 4), "value_layers": (8, 16, 4)}, True),
+        ({"action_spec": CONTINUOUS}, True),
+        ({"action_spec": CONTINUOUS, "std_transform": "exp", "min_std": 0.1}, True),
+        ({"action_spec": SCALAR_BOX}, True),
+        ({"action_spec": MATRIX_BOX}, True),
+        ({"activation": "elu"}, False),
+        ({"action_spec": CONTINUOUS, "squash": True}, False),
+        ({"action_spec": CONTINUOUS, "state_dependent_std": True}, False),
+        ({"action_spec": BoundedTensorSpec((3,), torch.int64, 0, 4)}, False),
+        ({"action_spec": {"a": DISCRETE, "b": CONTINUOUS}}, False),
+    ],
+)
+def test_numpy_rollout_where_it_applies(options, in_numpy):
+    """The numpy path is taken exactly where it can be, and gives the torch path's
+    actions, log-probabilities and values."""
+    fused, plain = _ppo(fused=True, **options), _ppo(fused=False, **options)
+    for batch in (1, 7, 16):
+        _assert_same_rollout(fused, plain, _time_step(batch))
+    with torch.no_grad(), fused.rollout_session():
+        fused.rollout_step(_time_step(), ())
+        assert bool(fused._fused._numpy) == in_numpy
+    assert fused._fused._numpy is None  # dropped with the session
+
+
+def test_numpy_rollout_off_and_float64_use_torch():
+    algorithm = _ppo(fused=True, numpy=False)
+    with torch.no_grad(), algorithm.rollout_session():
+        algorithm.rollout_step(_time_step(), ())
+        assert algorithm._fused._numpy is False
+    double, plain = _ppo(fused=True).double(), _ppo(fused=False).double()
+    time_step = _time_step()._replace(observation=torch.randn(7, *OBS.shape).double())
+    _assert_same_rollout(double, plain, time_step)
+    assert _rollout(double, time_step).info.value.dtype == torch.float64
+    with torch.no_grad(), double.rollout_session():
+        double.rollout_step(time_step, ())
+        assert double._fused._numpy is False
+
+
+def test_numpy_rollout_dtypes_and_shapes():
+    for spec, action_shape, action_dtype in (
+        (DISCRETE, (7,), torch.int64),
+        (CONTINUOUS, (7, 2), torch.float32),
+        (SCALAR_BOX, (7,), torch.float32),
+        (MATRIX_BOX, (7, 2, 3), torch.float32),
+    ):
+        step = _rollout(_ppo(fused=True, action_spec=spec), _time_step())
+        assert step.output.shape == action_shape and step.output.dtype == action_dtype
+        for x in (step.info.log_prob, step.info.value):
+            assert x.shape == (7,) and x.dtype == torch.float32
+
+
+def test_numpy_normal_draw_statistics():
+    """Many draws from one state: the sample mean and spread are the distribution's,
+    and each log-probability is the torch distribution's of the drawn action."""
+    algorithm = _ppo(fused=True, action_spec=CONTINUOUS, init_std=0.5)
+    observation = torch.randn(1, *OBS.shape).expand(20000, -1).contiguous()
+    step = _rollout(algorithm, _time_step(20000, observation))
+    assert algorithm._fused.numpy
+    with torch.no_grad():
+        dist = algorithm.actor_network(observation[:1])
+    torch.testing.assert_close(step.output.mean(0), dist.mean[0], atol=0.01, rtol=0)
+    torch.testing.assert_close(step.output.std(0), dist.stddev[0], atol=0.01, rtol=0)
+    with torch.no_grad():
+        reference = algorithm.actor_network(observation).log_prob(step.output)
+    torch.testing.assert_close(step.info.log_prob, reference, rtol=1e-5, atol=1e-5)
 
 
 def test_same_parameters_and_checkpoint_keys():
@@ -130,12 +211,12 @@ def test_fused_weights_are_built_once_per_session():
     with torch.no_grad(), algorithm.rollout_session():
         with algorithm.rollout_session():  # nested (a double-buffered unroller's groups)
             algorithm.rollout_step(_time_step(), ())
-            built = fused._weights
-            assert built is not None
+            built, in_numpy = fused._weights, fused._numpy
+            assert built is not None and in_numpy
             algorithm.rollout_step(_time_step(), ())
-            assert fused._weights is built
+            assert fused._weights is built and fused._numpy is in_numpy
         assert fused._weights is built  # the outer session is still open
-    assert fused._weights is None
+    assert fused._weights is None and fused._numpy is None
 
 
 def test_sync_unroller_collects_in_a_session():

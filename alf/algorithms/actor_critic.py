@@ -88,6 +88,13 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             observation (:class:`~alf.networks.fused_actor_value.FusedActorValue`: one
             operation per layer, the same parameters, results equal up to float
             rounding); False always calls them one after the other.
+        numpy_rollout: with ``fused_rollout``, compute the two networks, the action
+            draw and its log-probability in numpy where they allow it (tanh or ReLU
+            MLPs, float32 on the CPU, a ``Discrete`` or unsquashed ``Box`` action with
+            a state-independent standard deviation;
+            :meth:`~alf.networks.fused_actor_value.FusedActorValue.sample`): about twice
+            as fast at collection's batch sizes, the same draws up to float rounding.
+            False computes them with torch.
         **kwargs: optimizer, learning rate and gradient clipping (:class:`Algorithm`).
     """
 
@@ -107,6 +114,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         num_epochs: int = 1,
         mini_batch_size: int | None = None,
         fused_rollout: bool = True,
+        numpy_rollout: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -125,7 +133,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         self._stateless = not nest.flatten((self._actor_state_spec, self._value_state_spec))
         self._fused: FusedActorValue | None = None
         if fused_rollout:
-            self._fused = fuse_actor_value(self.actor_network, self.value_network)
+            self._fused = fuse_actor_value(
+                self.actor_network, self.value_network, numpy=numpy_rollout
+            )
         self.gamma = gamma
         self.gae_lambda = gae_lambda
         self.value_loss_coef = value_loss_coef
@@ -190,8 +200,10 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         if self.fused_rollout and self._fused.applies():
-            dist, value = self._fused(time_step.observation)
-        elif self._stateless:
+            action, log_prob, value = self._fused.sample(time_step.observation)
+            info = ActorCriticRolloutInfo(log_prob=log_prob, value=value)
+            return AlgStep(output=action, state=state, info=info)
+        if self._stateless:
             dist = self.actor_network(time_step.observation)
             value = self.value_network(time_step.observation)
         else:

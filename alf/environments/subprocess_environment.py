@@ -28,6 +28,7 @@ from alf.data_structures import TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.data_check import EnvironmentDataError
 from alf.errors import TrainingError
+from alf.utils.threads import set_cpu_threads
 
 __all__ = ["EnvironmentWorkerError", "SubprocessEnvironment"]
 
@@ -64,7 +65,7 @@ def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    torch.set_num_threads(1)
+    set_cpu_threads(1)
     env = None
     views: list[torch.Tensor] = []
     action: Any = None

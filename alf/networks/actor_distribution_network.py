@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ from alf.utils.distributions import (
     SquashedNormal,
     diag_normal,
 )
+from alf.utils.numpy_draws import draw_categorical, draw_diag_normal
 
 __all__ = ["ActorDistributionNetwork"]
 
@@ -123,6 +124,55 @@ def _head_distribution(
     if options.squash:
         return SquashedNormal(mean, std, owner._low, owner._high, event_dims)
     return diag_normal(mean, std, event_dims)
+
+
+NumpyDraw = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``[B, size]`` float32 features -> ``[B, ...]`` actions and their ``[B]`` log-probabilities."""
+
+
+def _numpy_array(tensor: torch.Tensor) -> np.ndarray | None:
+    """A numpy view of a CPU float32 tensor's data (None for any other tensor)."""
+    if tensor.device.type != "cpu" or tensor.dtype != torch.float32:
+        return None
+    return tensor.detach().numpy()
+
+
+def _numpy_head_draw(
+    owner: nn.Module, spec: BoundedTensorSpec, options: _HeadOptions
+) -> NumpyDraw | None:
+    """:func:`_head_distribution`'s draw and log-probability in numpy, from the head's
+    parameters as they are now (None where only torch can: several action elements, a
+    squashed Normal or a state-dependent standard deviation, parameters that are not
+    float32 on the CPU)."""
+    if spec.is_discrete:
+        if spec.shape != ():
+            return None
+        weight, bias = _numpy_array(owner.logits.weight), _numpy_array(owner.logits.bias)
+        if weight is None or bias is None:
+            return None
+        weight_t, offset = weight.T, owner._offset
+
+        def draw_discrete(hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return draw_categorical(hidden @ weight_t + bias, offset)
+
+        return draw_discrete
+    if options.squash or options.state_dependent_std:
+        return None
+    weight, bias = _numpy_array(owner.mean.weight), _numpy_array(owner.mean.bias)
+    raw_std = owner.std_param.detach()
+    if weight is None or bias is None or _numpy_array(raw_std) is None:
+        return None
+    transform = torch.exp if options.std_transform == "exp" else F.softplus
+    std_tensor = transform(raw_std) + options.min_std
+    std = std_tensor.numpy().reshape(owner._action_shape)
+    log_std_sum = float(std_tensor.log().sum())
+    weight_t, shape = weight.T, owner._action_shape
+
+    def draw_continuous(hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        mean = (hidden @ weight_t + bias).reshape(hidden.shape[0], *shape)
+        return draw_diag_normal(mean, std, log_std_sum, len(shape))
+
+    return draw_continuous
 
 
 @configurable
@@ -277,3 +327,16 @@ class ActorDistributionNetwork(nn.Module):
             for head, spec in zip(self.heads, self._specs, strict=True)
         ]
         return NestDistribution(dists=dists, structure=self._action_spec)
+
+    def numpy_draw(self) -> NumpyDraw | None:
+        """The head's draw in numpy (:mod:`alf.utils.numpy_draws`): a function from the
+        encoder's ``[B, size]`` float32 output to the sampled actions and their
+        log-probabilities, as ``sample`` and ``log_prob`` of :meth:`distribution`
+        compute them (up to float rounding). It reads the parameters as they are now
+        and is valid while they do not change (a collector's unroll). None where only
+        torch can: several action leaves, an invalid-action mask, a ``MultiDiscrete``
+        action, a squashed Normal or a state-dependent standard deviation, parameters
+        that are not float32 on the CPU."""
+        if not self._single or self.action_mask_key is not None:
+            return None
+        return _numpy_head_draw(self, self._specs[0], self._options)

@@ -15,6 +15,7 @@ from alf.trainers.data_parallel import RANK_SEED_STRIDE
 from alf.trainers.evaluator import Evaluator
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.distributed import DistributedContext, resolve_device
+from alf.utils.threads import set_cpu_threads
 
 __all__ = ["EVAL_SEED_OFFSET", "RunComponents", "build_components"]
 
@@ -86,7 +87,7 @@ def build_components(
     local_rank = 0 if distributed is None else distributed.local_rank
     device = resolve_device(config.device, local_rank=local_rank, world_size=world_size)
     if config.torch_num_threads:
-        torch.set_num_threads(config.torch_num_threads)
+        set_cpu_threads(config.torch_num_threads)
     seed = config.random_seed
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)

@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
 from alf import config as alf_config
 from alf.environments import create_environment
 from alf.run_dir.checkpoints import RunCheckpoint, read_run_checkpoint, restore_algorithm
 from alf.run_dir.layout import check_run_dir
 from alf.trainers.algorithm_builder import build_algorithm
 from alf.trainers.trainer_config import TrainerConfig
+from alf.utils.threads import set_cpu_threads
 
 __all__ = ["load_trained_run"]
 
@@ -56,7 +55,7 @@ def load_trained_run(
         else read_run_checkpoint(root_dir, checkpoint)
     )
     if config.torch_num_threads:
-        torch.set_num_threads(config.torch_num_threads)
+        set_cpu_threads(config.torch_num_threads)
     env = create_environment(
         num_parallel_environments=1, seed=seed, render_mode=render_mode, for_evaluation=True
     )

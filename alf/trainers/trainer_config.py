@@ -84,12 +84,14 @@ class TrainerConfig:
             end and on SIGINT/SIGTERM).
         num_checkpoints: how many of the newest checkpoints to keep.
         progress_interval_s: seconds between progress lines on the console.
-        torch_num_threads: threads for torch's CPU kernels; 0 or None: torch's default
-            (one per core). The default, 1, is the fastest for the small networks of RL
-            on a machine that does anything else: with 2 threads, one other busy process
-            on a 2-core machine cut SAC Pendulum's updates/s by over 85%, while 1 thread
-            kept most of its speed (``benchmarks/contention.py``). Raise it for large
-            networks (e.g. CNNs) on an otherwise idle machine.
+        torch_num_threads: threads for torch's CPU kernels, and for numpy's BLAS, which
+            collection's numpy policy uses (``alf.utils.threads``); 0 or None: the
+            libraries' defaults (one per core). The default, 1, is the fastest for the
+            small networks of RL on a machine that does anything else: with 2 threads,
+            one other busy process on a 2-core machine cut SAC Pendulum's updates/s by
+            over 85%, while 1 thread kept most of its speed
+            (``benchmarks/contention.py``). Raise it for large networks (e.g. CNNs) on
+            an otherwise idle machine.
         max_consecutive_skipped_iterations: stop the run (keeping the last good
             checkpoint) after this many iterations in a row whose every update was
             skipped for a non-finite loss.

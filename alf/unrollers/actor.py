@@ -25,6 +25,7 @@ from alf.environments.data_check import EnvironmentDataError
 from alf.unrollers.double_buffered_unroller import DoubleBufferedUnroller
 from alf.unrollers.shared_memory import FragmentPool, SharedParameters
 from alf.unrollers.sync_unroller import SyncUnroller
+from alf.utils.threads import set_cpu_threads
 
 __all__ = ["ActorChannels", "ActorSetup", "FragmentMessage", "actor_main"]
 
@@ -176,7 +177,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    torch.set_num_threads(1)
+    set_cpu_threads(1)
     actor_id = setup.actor_id
     collector = None
     try:
