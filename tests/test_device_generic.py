@@ -85,6 +85,7 @@ AUDITED = frozenset(
         "alf/algorithms/td3.py",
         "alf/utils/value_ops.py",
         "alf/utils/distributions.py",
+        "alf/utils/numpy_draws.py",
         "alf/utils/target_update.py",
         "alf/tensor_specs.py",
         "alf/data_transformers.py",
@@ -127,6 +128,19 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "numpy path of the Gumbel noise, taken only when the logits are on the CPU "
         "(checked in the same condition)"
     ),
+    ("alf/utils/numpy_draws.py", "host_array", "numpy"): (
+        "returns None, not an array, for a tensor that is not on the CPU (checked in the "
+        "same function): the one way the numpy collection path reads tensors"
+    ),
+    **{
+        ("alf/utils/numpy_draws.py", draw, name): (
+            "the numpy draws run only on host arrays (host_array), so their noise is "
+            "drawn on the host, from torch's generator as the torch distributions draw it"
+        )
+        for draw, names in (("draw_categorical", ("rand", "numpy")),
+                            ("draw_diag_normal", ("randn", "numpy")))
+        for name in names
+    },
 }
 """Recorded calls that are fine on any device. A CPU ``int64`` index tensor would also be
 acceptable (PyTorch indexes device tensors with it), but none is needed now: keep new

@@ -303,6 +303,8 @@ def test_fused_only_in_a_session_without_autograd():
             assert fused.applies()
     with torch.no_grad():
         assert not fused.applies()  # no session: e.g. experience_spec()'s call
+        with pytest.raises(RuntimeError, match="only inside its session"):
+            fused(_time_step().observation)  # its weights would outlive the parameters
     assert not _ppo(fused=False).rollout_session().__enter__()  # a null context
 
 

@@ -31,7 +31,7 @@ from alf.utils.distributions import (
     SquashedNormal,
     diag_normal,
 )
-from alf.utils.numpy_draws import draw_categorical, draw_diag_normal
+from alf.utils.numpy_draws import draw_categorical, draw_diag_normal, host_array
 
 __all__ = ["ActorDistributionNetwork"]
 
@@ -130,13 +130,6 @@ NumpyDraw = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``[B, size]`` float32 features -> ``[B, ...]`` actions and their ``[B]`` log-probabilities."""
 
 
-def _numpy_array(tensor: torch.Tensor) -> np.ndarray | None:
-    """A numpy view of a CPU float32 tensor's data (None for any other tensor)."""
-    if tensor.device.type != "cpu" or tensor.dtype != torch.float32:
-        return None
-    return tensor.detach().numpy()
-
-
 def _numpy_head_draw(
     owner: nn.Module, spec: BoundedTensorSpec, options: _HeadOptions
 ) -> NumpyDraw | None:
@@ -147,7 +140,7 @@ def _numpy_head_draw(
     if spec.is_discrete:
         if spec.shape != ():
             return None
-        weight, bias = _numpy_array(owner.logits.weight), _numpy_array(owner.logits.bias)
+        weight, bias = host_array(owner.logits.weight), host_array(owner.logits.bias)
         if weight is None or bias is None:
             return None
         weight_t, offset = weight.T, owner._offset
@@ -158,13 +151,14 @@ def _numpy_head_draw(
         return draw_discrete
     if options.squash or options.state_dependent_std:
         return None
-    weight, bias = _numpy_array(owner.mean.weight), _numpy_array(owner.mean.bias)
-    raw_std = owner.std_param.detach()
-    if weight is None or bias is None or _numpy_array(raw_std) is None:
+    weight, bias = host_array(owner.mean.weight), host_array(owner.mean.bias)
+    with torch.no_grad():
+        transform = torch.exp if options.std_transform == "exp" else F.softplus
+        std_tensor = transform(owner.std_param) + options.min_std
+    std = host_array(std_tensor)
+    if weight is None or bias is None or std is None:
         return None
-    transform = torch.exp if options.std_transform == "exp" else F.softplus
-    std_tensor = transform(raw_std) + options.min_std
-    std = std_tensor.numpy().reshape(owner._action_shape)
+    std = std.reshape(owner._action_shape)
     log_std_sum = float(std_tensor.log().sum())
     weight_t, shape = weight.T, owner._action_shape
 

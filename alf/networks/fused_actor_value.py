@@ -43,6 +43,7 @@ from alf.networks.encoding_network import EncodingNetwork
 from alf.networks.layers import Tanh, is_tracing
 from alf.networks.value_network import ValueNetwork
 from alf.utils.distributions import sample
+from alf.utils.numpy_draws import host_array
 
 __all__ = ["FusedActorValue", "fuse_actor_value", "why_not_fusable"]
 
@@ -83,22 +84,18 @@ class _NumpyActorValue:
     @staticmethod
     def build(fused: FusedActorValue) -> _NumpyActorValue | None:
         activations = [_numpy_activation(a) for a in fused._activations]
-        params = [p for pair in fused._pairs for lin in pair for p in lin.parameters()]
-        params += list(fused._value_last.parameters())
-        if any(a is None for a in activations) or any(
-            p.device.type != "cpu" or p.dtype != torch.float32 for p in params
-        ):
-            return None
         draw = fused.actor.numpy_draw()
-        if draw is None:
+        if draw is None or any(a is None for a in activations):
             return None
         with torch.no_grad():
-            layers = [
-                (w.numpy(), b.numpy(), act)
-                for (w, b), act in zip(fused._fused_weights(), activations, strict=True)
-            ]
+            weights = fused._fused_weights()
+        arrays = [host_array(t) for pair in weights for t in pair]
         last = fused._value_last
-        value_last = (last.weight.detach().numpy().T, last.bias.detach().numpy())
+        value_last = (host_array(last.weight), host_array(last.bias))
+        if any(a is None for a in (*arrays, *value_last)):
+            return None
+        layers = list(zip(arrays[0::2], arrays[1::2], activations, strict=True))
+        value_last = (value_last[0].T, value_last[1])
         return _NumpyActorValue(layers=layers, value_last=value_last, draw=draw)
 
     def __call__(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -232,6 +229,8 @@ class FusedActorValue:
         """The fused weights and biases of every hidden layer, built from the networks'
         parameters once per session (parameters may change in place without a trace,
         e.g. by a fused optimizer, so nothing is kept across sessions)."""
+        if self._depth == 0:
+            raise RuntimeError("FusedActorValue is evaluated only inside its session()")
         if self._weights is None:
             (a0, v0), *rest = self._pairs
             weights = [
@@ -274,8 +273,9 @@ class FusedActorValue:
         if self._numpy is None:
             self._numpy = (self.numpy and _NumpyActorValue.build(self)) or False
         x = self.actor.encoder._encode_input(observation)
-        if self._numpy and x.device.type == "cpu" and x.dtype == torch.float32:
-            action, log_prob, value = self._numpy(x.numpy())
+        array = host_array(x) if self._numpy else None
+        if array is not None:
+            action, log_prob, value = self._numpy(array)
             return torch.from_numpy(action), torch.from_numpy(log_prob), torch.from_numpy(value)
         dist, value = self._evaluate(x)
         action = sample(dist)

@@ -18,10 +18,19 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["draw_categorical", "draw_diag_normal"]
+__all__ = ["draw_categorical", "draw_diag_normal", "host_array"]
 
 _TINY = float(np.finfo(np.float32).tiny)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def host_array(tensor: torch.Tensor) -> np.ndarray | None:
+    """A numpy view of the data of a float32 tensor on the CPU (detached), or None for
+    any other tensor: the one way the numpy paths read tensors, so that they never
+    move an accelerator's tensor to the host."""
+    if tensor.device.type != "cpu" or tensor.dtype != torch.float32:
+        return None
+    return tensor.detach().numpy()
 
 
 def draw_categorical(logits: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
