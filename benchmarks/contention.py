@@ -55,6 +55,9 @@ SPIN = "while True:\n    pass\n"
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Trains ``args.conf`` for a warm-up then a measured stretch; returns steps/s."""
+    from mujoco_common import preload_mujoco_package
+
+    preload_mujoco_package()  # benchmarks/mujoco.py would shadow it (MuJoCo configs)
     import torch
     from absl import logging as absl_logging
 
