@@ -35,16 +35,19 @@ from common import format_table, machine_info
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num_envs", type=int, nargs="+", default=[16],
-                        help="env counts (default 16)")
+    parser.add_argument(
+        "--num_envs", type=int, nargs="+", default=[16], help="env counts (default 16)"
+    )
     parser.add_argument("--rounds", type=int, default=15, help="alternating rounds (15)")
-    parser.add_argument("--unrolls", type=int, default=20,
-                        help="unrolls of 32 steps per contender per round (20)")
+    parser.add_argument(
+        "--unrolls", type=int, default=20, help="unrolls of 32 steps per contender per round (20)"
+    )
     return parser.parse_args(argv)
 
 
-def _contenders(num_envs: int, unrolls: int) -> tuple[dict[str, Callable[[], Any]], list[Any]]:
-    """Name -> one round's work (``unrolls * 32`` batched steps), and what to close."""
+def _contenders(num_envs: int, unrolls: int, closers: list[Any]) -> dict[str, Callable[[], Any]]:
+    """Name -> one round's work (``unrolls * 32`` batched steps); what must be closed is
+    appended to ``closers`` as it is built."""
     import envpool
     import numpy as np
     import torch
@@ -55,8 +58,8 @@ def _contenders(num_envs: int, unrolls: int) -> tuple[dict[str, Callable[[], Any
 
     length = 32
     contenders: dict[str, Callable[[], Any]] = {}
-    closers: list[Any] = []
     raw = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=num_envs, num_threads=1)
+    closers.append(raw)
     raw.reset()
     action = np.zeros(num_envs, dtype=np.int32)
 
@@ -65,16 +68,23 @@ def _contenders(num_envs: int, unrolls: int) -> tuple[dict[str, Callable[[], Any
             raw.step(action)
 
     contenders["raw"] = raw_steps
-    closers.append(raw)
     for name, in_numpy in (("numpy", True), ("torch", False)):
-        env = create_environment("CartPole-v1", num_envs, seed=0,
-                                 vectorization_mode="envpool", env_kwargs={"num_threads": 1})
+        env = create_environment(
+            "CartPole-v1",
+            num_envs,
+            seed=0,
+            vectorization_mode="envpool",
+            env_kwargs={"num_threads": 1},
+        )
+        closers.append(env)
         torch.manual_seed(0)
-        algorithm = _ppo_factory()(observation_spec=env.observation_spec(),
-                                   action_spec=env.action_spec(), numpy_rollout=in_numpy)
+        algorithm = _ppo_factory()(
+            observation_spec=env.observation_spec(),
+            action_spec=env.action_spec(),
+            numpy_rollout=in_numpy,
+        )
         algorithm.eval()
         unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=length)
-        closers.append(unroller)
 
         def unroll(u: SyncUnroller = unroller) -> None:
             for _ in range(unrolls):
@@ -89,15 +99,17 @@ def _contenders(num_envs: int, unrolls: int) -> tuple[dict[str, Callable[[], Any
 
         contenders[f"sampler {name}"] = unroll
         contenders[f"rollout_step {name}"] = policy
-    return contenders, closers
+    return contenders
 
 
 def _measure(num_envs: int, rounds: int, unrolls: int) -> dict[str, list[float]]:
     """Microseconds per batched step of every contender, one value per round."""
-    contenders, closers = _contenders(num_envs, unrolls)
+    closers: list[Any] = []
     steps = unrolls * 32
-    times: dict[str, list[float]] = {name: [] for name in contenders}
+    times: dict[str, list[float]] = {}
     try:
+        contenders = _contenders(num_envs, unrolls, closers)
+        times = {name: [] for name in contenders}
         for work in contenders.values():  # warm up
             work()
         names = list(contenders)
@@ -128,10 +140,16 @@ def main(argv: list[str] | None = None) -> int:
             median = statistics.median(values)
             share = f"{100 * raw / median:.0f}%" if name.startswith("sampler") else ""
             rows.append([name, f"{min(values):.0f}", f"{median:.0f}", share])
-        print(f"\nCartPole-v1, {num_envs} envs, 1 thread, load "
-              f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}")
-        print(format_table(["contender", "us/step min", "us/step median",
-                            "raw EnvPool / it (target >= 50%)"], rows))
+        print(
+            f"\nCartPole-v1, {num_envs} envs, 1 thread, load "
+            f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+        )
+        print(
+            format_table(
+                ["contender", "us/step min", "us/step median", "raw EnvPool / it (target >= 50%)"],
+                rows,
+            )
+        )
     return 0
 
 

@@ -137,8 +137,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
             "the numpy draws run only on host arrays (host_array), so their noise is "
             "drawn on the host, from torch's generator as the torch distributions draw it"
         )
-        for draw, names in (("draw_categorical", ("rand", "numpy")),
-                            ("draw_diag_normal", ("randn", "numpy")))
+        for draw, names in (
+            ("draw_categorical", ("rand", "numpy")),
+            ("draw_diag_normal", ("randn", "numpy")),
+        )
         for name in names
     },
 }

@@ -127,22 +127,22 @@ def test_numpy_rollout_where_it_applies(options, in_numpy):
         _assert_same_rollout(fused, plain, _time_step(batch))
     with torch.no_grad(), fused.rollout_session():
         fused.rollout_step(_time_step(), ())
-        assert bool(fused._fused._numpy) == in_numpy
-    assert fused._fused._numpy is None  # dropped with the session
+        assert bool(fused._fused._numpy_eval) == in_numpy
+    assert fused._fused._numpy_eval is None  # dropped with the session
 
 
 def test_numpy_rollout_off_and_float64_use_torch():
     algorithm = _ppo(fused=True, numpy=False)
     with torch.no_grad(), algorithm.rollout_session():
         algorithm.rollout_step(_time_step(), ())
-        assert algorithm._fused._numpy is False
+        assert algorithm._fused._numpy_eval is False
     double, plain = _ppo(fused=True).double(), _ppo(fused=False).double()
     time_step = _time_step()._replace(observation=torch.randn(7, *OBS.shape).double())
     _assert_same_rollout(double, plain, time_step)
     assert _rollout(double, time_step).info.value.dtype == torch.float64
     with torch.no_grad(), double.rollout_session():
         double.rollout_step(time_step, ())
-        assert double._fused._numpy is False
+        assert double._fused._numpy_eval is False
 
 
 def test_numpy_rollout_dtypes_and_shapes():
@@ -183,8 +183,12 @@ def test_same_parameters_and_checkpoint_keys():
     plain.load_state_dict(fused.state_dict())  # interchangeable checkpoints
 
 
-def test_each_session_sees_the_current_parameters():
-    fused, plain = _ppo(fused=True), _ppo(fused=False)
+@pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS])
+def test_each_session_sees_the_current_parameters(action_spec):
+    fused, plain = (
+        _ppo(fused=True, action_spec=action_spec),
+        _ppo(fused=False, action_spec=action_spec),
+    )
     time_step = _time_step()
     _assert_same_rollout(fused, plain, time_step)
     # Torch's fused Adam changes parameters in place without bumping their version
@@ -197,7 +201,7 @@ def test_each_session_sees_the_current_parameters():
         optimizer.step()
     assert [p._version for p in fused.parameters()] == versions
     _assert_same_rollout(fused, plain, time_step)
-    other = _ppo(fused=False)
+    other = _ppo(fused=False, action_spec=action_spec)
     with torch.no_grad():
         for p in other.parameters():
             p.mul_(-0.5)
@@ -211,12 +215,12 @@ def test_fused_weights_are_built_once_per_session():
     with torch.no_grad(), algorithm.rollout_session():
         with algorithm.rollout_session():  # nested (a double-buffered unroller's groups)
             algorithm.rollout_step(_time_step(), ())
-            built, in_numpy = fused._weights, fused._numpy
+            built, in_numpy = fused._weights, fused._numpy_eval
             assert built is not None and in_numpy
             algorithm.rollout_step(_time_step(), ())
-            assert fused._weights is built and fused._numpy is in_numpy
+            assert fused._weights is built and fused._numpy_eval is in_numpy
         assert fused._weights is built  # the outer session is still open
-    assert fused._weights is None and fused._numpy is None
+    assert fused._weights is None and fused._numpy_eval is None
 
 
 def test_sync_unroller_collects_in_a_session():
@@ -246,8 +250,9 @@ def test_sync_unroller_collects_in_a_session():
     torch.testing.assert_close(got.rollout_info.log_prob, want.rollout_info.log_prob)
 
 
-def test_copies_fuse_their_own_networks():
-    fused = _ppo(fused=True)
+@pytest.mark.parametrize("action_spec", [DISCRETE, CONTINUOUS])
+def test_copies_fuse_their_own_networks(action_spec):
+    fused = _ppo(fused=True, action_spec=action_spec)
     time_step = _time_step()
     _rollout(fused, time_step)  # builds the fused weights
     for copied in (copy.deepcopy(fused), pickle.loads(pickle.dumps(fused))):
@@ -255,7 +260,7 @@ def test_copies_fuse_their_own_networks():
         with torch.no_grad():
             for p in copied.parameters():
                 p.mul_(0.5)
-        reference = _ppo(fused=False)
+        reference = _ppo(fused=False, action_spec=action_spec)
         reference.load_state_dict(copied.state_dict())
         _assert_same_rollout(copied, reference, time_step)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from alf.utils.distributions import Categorical, diag_normal
-from alf.utils.numpy_draws import draw_categorical, draw_diag_normal
+from alf.utils.numpy_draws import draw_categorical, draw_diag_normal, host_array
 
 
 @pytest.mark.parametrize("offset", [0, -1, 3])
@@ -59,3 +59,43 @@ def test_normal_draw_is_the_torch_draw(shape):
     np.testing.assert_allclose(action, expected.numpy(), rtol=1e-6, atol=1e-6)
     assert log_prob.dtype == np.float32 and log_prob.shape == (16,)
     np.testing.assert_allclose(log_prob, dist.log_prob(expected).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_normal_log_prob_is_that_of_the_stored_action():
+    """With a small std and a large mean, the float32 action differs from
+    ``mean + std * noise`` by more than the std resolves: the log-probability must be
+    the one training computes from the stored action."""
+    mean = torch.full((256, 3), 10.0)
+    std = torch.full((3,), 1e-3)
+    torch.manual_seed(0)
+    action, log_prob = draw_diag_normal(mean.numpy(), std.numpy(), float(std.log().sum()), 1)
+    reference = diag_normal(mean, std.expand(256, 3), 1).log_prob(torch.from_numpy(action))
+    np.testing.assert_allclose(log_prob, reference.numpy(), rtol=1e-5, atol=1e-4)
+
+
+def test_draws_are_float32_whatever_torch_default_dtype():
+    logits = torch.randn(32, 4)
+    torch.manual_seed(1)
+    expected = Categorical(logits).sample()
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        torch.manual_seed(1)
+        action, log_prob = draw_categorical(logits.numpy())
+        mean, std = torch.randn(32, 2), torch.ones(2)
+        normal_action, normal_log_prob = draw_diag_normal(
+            mean.float().numpy(), std.float().numpy(), 0.0, 1
+        )
+    finally:
+        torch.set_default_dtype(default)
+    np.testing.assert_array_equal(action, expected.numpy())
+    assert log_prob.dtype == normal_action.dtype == normal_log_prob.dtype == np.float32
+
+
+def test_host_array_reads_only_cpu_float32():
+    x = torch.randn(3, 2)
+    view = host_array(x)
+    assert view is not None and np.shares_memory(view, x.numpy())
+    assert host_array(x.double()) is None
+    assert host_array(torch.empty(3, 2, device="meta")) is None
+    assert host_array(torch.randn(2, requires_grad=True)) is not None  # detached

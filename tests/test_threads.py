@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -10,12 +11,12 @@ import pytest
 from alf.utils.threads import set_cpu_threads
 
 _SCRIPT = """
-import numpy, torch
+import json, numpy, torch
 from threadpoolctl import threadpool_info
 from alf.utils.threads import set_cpu_threads
 set_cpu_threads({n})
 blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-print(torch.get_num_threads(), blas)
+print(json.dumps([torch.get_num_threads(), blas]))
 """
 
 
@@ -27,9 +28,9 @@ def test_torch_and_numpy_blas_threads_follow(num_threads):
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.split(maxsplit=1)
-    assert int(out[0]) == num_threads
-    blas = eval(out[1])  # the list printed above
+    ).stdout
+    torch_threads, blas = json.loads(out)
+    assert torch_threads == num_threads
     assert blas and all(n == num_threads for n in blas)
 
 

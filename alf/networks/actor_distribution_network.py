@@ -326,8 +326,9 @@ class ActorDistributionNetwork(nn.Module):
         """The head's draw in numpy (:mod:`alf.utils.numpy_draws`): a function from the
         encoder's ``[B, size]`` float32 output to the sampled actions and their
         log-probabilities, as ``sample`` and ``log_prob`` of :meth:`distribution`
-        compute them (up to float rounding). It reads the parameters as they are now
-        and is valid while they do not change (a collector's unroll). None where only
+        compute them (up to float rounding). It keeps numpy views of the head's weights
+        and a copy of the standard deviation as it is now, so it is valid only while
+        the parameters do not change (a collector's unroll). None where only
         torch can: several action leaves, an invalid-action mask, a ``MultiDiscrete``
         action, a squashed Normal or a state-dependent standard deviation, parameters
         that are not float32 on the CPU."""

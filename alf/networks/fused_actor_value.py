@@ -195,15 +195,15 @@ class FusedActorValue:
         self._depth = 0  # nested sessions open
         self._weights: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         # This session's numpy evaluation: None not built yet, False not possible.
-        self._numpy: _NumpyActorValue | None | bool = None
+        self._numpy_eval: _NumpyActorValue | None | bool = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_depth"], state["_weights"], state["_numpy"] = 0, None, None  # no session
+        state["_depth"], state["_weights"], state["_numpy_eval"] = 0, None, None  # no session
         return state
 
     def _drop_session(self) -> None:
-        self._weights, self._numpy = None, None
+        self._weights, self._numpy_eval = None, None
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -270,12 +270,12 @@ class FusedActorValue:
         """Draws actions for a ``[B, ...]`` observation nest: the actions, their ``[B]``
         log-probabilities and the ``[B]`` values, in numpy where it can (see the
         module's docstring), else from :meth:`__call__`'s distribution."""
-        if self._numpy is None:
-            self._numpy = (self.numpy and _NumpyActorValue.build(self)) or False
+        if self._numpy_eval is None:
+            self._numpy_eval = (self.numpy and _NumpyActorValue.build(self)) or False
         x = self.actor.encoder._encode_input(observation)
-        array = host_array(x) if self._numpy else None
+        array = host_array(x) if self._numpy_eval else None
         if array is not None:
-            action, log_prob, value = self._numpy(array)
+            action, log_prob, value = self._numpy_eval(array)
             return torch.from_numpy(action), torch.from_numpy(log_prob), torch.from_numpy(value)
         dist, value = self._evaluate(x)
         action = sample(dist)

@@ -28,7 +28,9 @@ def load_trained_run(
     """Rebuilds a run's evaluation environment (one env) and its algorithm from
     ``root_dir/config.gin``, with the parameters and data-transformer statistics of a
     checkpoint. The configurables the config names must be registered
-    (``alf.configurables.import_configurables()``, as the command-line tools do).
+    (``alf.configurables.import_configurables()``, as the command-line tools do). The
+    run's ``TrainerConfig.torch_num_threads``, when set, becomes the thread count of
+    torch and numpy's BLAS for the whole process (:func:`alf.utils.threads.set_cpu_threads`).
 
     Args:
         root_dir: the run's directory.

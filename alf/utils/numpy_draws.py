@@ -43,7 +43,7 @@ def draw_categorical(logits: np.ndarray, offset: int = 0) -> tuple[np.ndarray, n
     """
     log_probs = logits - logits.max(-1, keepdims=True)
     log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
-    noise = torch.rand(log_probs.shape).numpy()
+    noise = torch.rand(log_probs.shape, dtype=torch.float32).numpy()
     np.maximum(noise, _TINY, out=noise)
     np.log(noise, out=noise)
     np.negative(noise, out=noise)
@@ -73,9 +73,11 @@ def draw_diag_normal(
         The ``[B, *S]`` float32 actions and their ``[B, *S[:-event_dims]]`` float32
         log-probabilities.
     """
-    noise = torch.randn(mean.shape).numpy()
+    noise = torch.randn(mean.shape, dtype=torch.float32).numpy()
     action = mean + std * noise
-    log_density = np.square(noise)
+    # The density of the action as stored (rounded to float32), as training's log_prob
+    # will see it: with a small std, ``noise`` itself would differ from it noticeably.
+    log_density = np.square((action - mean) / std)
     log_density *= -0.5
     event_axes = tuple(range(mean.ndim - event_dims, mean.ndim))
     event_size = math.prod(mean.shape[mean.ndim - event_dims :])

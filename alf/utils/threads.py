@@ -17,8 +17,10 @@ __all__ = ["set_cpu_threads"]
 
 
 def set_cpu_threads(num_threads: int) -> None:
-    """Makes torch's CPU kernels and numpy's BLAS use ``num_threads`` threads each, for
-    the rest of the process (``num_threads >= 1``)."""
+    """Makes torch's CPU kernels and numpy's BLAS use ``num_threads`` threads each
+    (``num_threads >= 1``). Process-wide: it holds for the caller's own torch and numpy
+    code too, and it reaches the BLAS libraries loaded so far (numpy's; one that a
+    package loads later, e.g. scipy's own, keeps its default)."""
     if num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     torch.set_num_threads(num_threads)
