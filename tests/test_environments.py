@@ -61,6 +61,24 @@ def test_mid_steps_carry_reward_and_prev_action(cart_pole):
     assert torch.equal(ts.prev_action, action)
 
 
+def test_every_step_has_fresh_tensors_of_the_spec_dtypes(cart_pole):
+    """Mid-episode steps (a shortcut without per-environment masks) and boundary steps
+    give the same dtypes, and no tensor shares memory with an earlier step's."""
+    env = cart_pole
+    steps = [env.reset()]
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(60):
+        steps.append(env.step(torch.randint(0, 2, (4,), generator=generator)))
+    kinds = {tuple(ts.step_type.tolist()) == (MID,) * 4 for ts in steps[1:]}
+    assert kinds == {True, False}  # both kinds of step were taken
+    for ts in steps:
+        assert ts.step_type.dtype == torch.int32 and ts.reward.dtype == torch.float32
+        assert ts.discount.dtype == torch.float32 and ts.observation.dtype == torch.float32
+    for field in ("step_type", "reward", "discount", "observation"):
+        pointers = [getattr(ts, field).data_ptr() for ts in steps[-20:]]
+        assert len(set(pointers)) == len(pointers), field
+
+
 def test_termination_gives_discount_zero_then_first(cart_pole):
     env = cart_pole
     env.reset()

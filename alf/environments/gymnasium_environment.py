@@ -71,6 +71,16 @@ class GymnasiumEnvironment(AlfEnvironment):
         self._actions = ActionChecker(self._action_spec)
         self._env_id = torch.arange(self._num_envs, dtype=torch.int64)
         self._first_next = np.ones(self._num_envs, dtype=bool)
+        self._any_first_next = True
+        # Constants of the usual step, where every environment is mid-episode.
+        self._no_env = np.zeros(self._num_envs, dtype=bool)
+        self._no_env.flags.writeable = False
+        self._mid = np.full(self._num_envs, StepType.MID, dtype=np.int32)
+        self._ones = np.ones(self._num_envs, dtype=np.float32)
+        leaves = nest.flatten(self._observation_spec)
+        self._single_obs_spec = (
+            leaves[0] if len(leaves) == 1 and leaves[0] is self._observation_spec else None
+        )
         self._zero_action = nest.map_structure(
             lambda s: s.zeros((self._num_envs,)), self._action_spec
         )
@@ -119,6 +129,8 @@ class GymnasiumEnvironment(AlfEnvironment):
         return self._action_spec
 
     def _observation(self, obs: Any) -> Any:
+        if self._single_obs_spec is not None:
+            return _to_tensor(obs, self._single_obs_spec)
         return nest.map_structure(_to_tensor, obs, self._observation_spec)
 
     def _vector_call(self, call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -143,7 +155,8 @@ class GymnasiumEnvironment(AlfEnvironment):
     def reset(self) -> TimeStep:
         obs, _ = self._vector_call(self._env.reset, seed=self._seed)
         self._seed = None  # later resets continue the seeded random streams
-        self._first_next[:] = False
+        self._first_next = np.zeros(self._num_envs, dtype=bool)
+        self._any_first_next = False
         self._check.restart()
         self._checked(obs, None, None)
         self._check.check_action_mask(obs)
@@ -154,12 +167,21 @@ class GymnasiumEnvironment(AlfEnvironment):
     def step(self, action: Any) -> TimeStep:
         np_action, applied = self._actions(action, self._first_next)
         obs, reward, terminated, truncated, _ = self._vector_call(self._env.step, np_action)
-        first = self._first_next.copy()
-        last = np.logical_or(terminated, truncated) & ~first
-        step_type = np.where(first, StepType.FIRST, np.where(last, StepType.LAST, StepType.MID))
-        discount = np.where(terminated & ~first, 0.0, 1.0)
-        reward = np.where(first, 0.0, reward).astype(np.float32)
-        self._check.advance(first)
+        if not (self._any_first_next or terminated.any() or truncated.any()):
+            # The usual step: every environment is mid-episode (no masks needed).
+            first, last = self._no_env, self._no_env
+            step_type, discount = self._mid.copy(), self._ones.copy()
+            reward = np.array(reward, dtype=np.float32)  # a copy: ours to edit
+            self._check.advance(None)
+        else:
+            first = self._first_next
+            last = np.logical_or(terminated, truncated) & ~first
+            step_type = np.where(
+                first, StepType.FIRST, np.where(last, StepType.LAST, StepType.MID)
+            ).astype(np.int32)
+            discount = np.where(terminated & ~first, 0.0, 1.0).astype(np.float32)
+            reward = np.where(first, 0.0, reward).astype(np.float32)
+            self._check.advance(first)
         dropped = self._checked(obs, reward, first)
         observation, reward = self._observation(obs), torch.from_numpy(reward)
         if dropped is not None:  # end those episodes at their previous step, truncated
@@ -174,15 +196,16 @@ class GymnasiumEnvironment(AlfEnvironment):
             last = last | dropped
             self._env._autoreset_envs[dropped] = True
         self._first_next = last
+        self._any_first_next = bool(last.any())
         self._check.check_action_mask(obs, ignore=last)
         self._last_observation = observation
         prev_action = applied
-        if first.any():
+        if first is not self._no_env and first.any():
             prev_action = nest.zero_rows(applied, torch.from_numpy(~first))
         return TimeStep(
-            step_type=torch.from_numpy(step_type.astype(np.int32)),
+            step_type=torch.from_numpy(step_type),
             reward=reward,
-            discount=torch.from_numpy(discount.astype(np.float32)),
+            discount=torch.from_numpy(discount),
             observation=observation,
             prev_action=prev_action,
             env_id=self._env_id,
