@@ -21,8 +21,8 @@ MLP, float32 parameters and observations on the CPU, a ``Discrete`` or an unsqua
 ``Box`` action with a state-independent standard deviation: see
 :meth:`~alf.networks.ActorDistributionNetwork.numpy_draw`): for the few rows of a
 collection step numpy's per-operation cost is about a microsecond against torch's few,
-and a 2x64 actor and value with their draw take about 45 us instead of 100 at 16
-environments (``benchmarks/README.md``). The noise still comes from torch's generator
+and a 2x64 actor and value with their draw take about 55-70 us instead of 100-120 at
+16 environments (``benchmarks/README.md``). The noise still comes from torch's generator
 in the same order, so a seeded run draws the same actions as the torch path up to float
 rounding (:mod:`alf.utils.numpy_draws`).
 """
@@ -83,6 +83,8 @@ class _NumpyActorValue:
 
     @staticmethod
     def build(fused: FusedActorValue) -> _NumpyActorValue | None:
+        """From ``fused``'s weights of the open session (views, valid while the
+        parameters do not change), or None where numpy cannot compute them."""
         activations = [_numpy_activation(a) for a in fused._activations]
         draw = fused.actor.numpy_draw()
         if draw is None or any(a is None for a in activations):
