@@ -17,6 +17,7 @@ Nest = Any
 __all__ = [
     "Nest",
     "flatten",
+    "is_single",
     "pack_sequence_as",
     "map_structure",
     "map_structure_with_path",
@@ -30,6 +31,12 @@ __all__ = [
 def flatten(nest: Nest) -> list[Any]:
     """Returns the leaves of ``nest`` in a deterministic order."""
     return optree.tree_leaves(nest, namespace="alf")
+
+
+def is_single(nest: Nest) -> bool:
+    """Whether ``nest`` is one leaf rather than a structure of them."""
+    leaves = flatten(nest)
+    return len(leaves) == 1 and leaves[0] is nest
 
 
 def pack_sequence_as(structure: Nest, leaves: Sequence[Any]) -> Nest:

@@ -32,7 +32,7 @@ class ActionChecker:
     def __init__(self, action_spec: Any) -> None:
         self._spec = action_spec
         self._specs = nest.flatten(action_spec)
-        self._single = len(self._specs) == 1 and self._specs[0] is action_spec
+        self._single = nest.is_single(action_spec)
         self._bounds = [
             (
                 np.asarray(spec.minimum, dtype=numpy_dtype(spec)),

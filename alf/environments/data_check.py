@@ -126,7 +126,7 @@ class DataChecker:
         self.num_dropped_episodes = 0
         """Episodes ended early for a non-finite observation or reward."""
         specs = nest.flatten(observation_spec)
-        self._single = len(specs) == 1 and specs[0] is observation_spec
+        self._single = nest.is_single(observation_spec)
         self._paths = _paths(observation_spec)
         self._shapes = [(batch_size, *spec.shape) for spec in specs]
         self._floating = [i for i, spec in enumerate(specs) if spec.dtype.is_floating_point]

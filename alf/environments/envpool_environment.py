@@ -88,12 +88,6 @@ class _DirectCalls:
         return obs, reward, done & ~trunc, trunc, {"env_id": env_id}
 
 
-def _is_single(spec_nest: nest.Nest) -> bool:
-    """Whether ``spec_nest`` is one spec rather than a nest of them."""
-    leaves = nest.flatten(spec_nest)
-    return len(leaves) == 1 and leaves[0] is spec_nest
-
-
 class EnvPoolEnvironment(AlfEnvironment):
     """A batch of ``num_envs`` environments stepped synchronously by EnvPool.
 
@@ -177,7 +171,7 @@ class EnvPoolEnvironment(AlfEnvironment):
         self._num_envs = num_envs
         self._observation_spec = from_gym_space(obs_space)
         self._obs_dtypes = nest.map_structure(numpy_dtype, self._observation_spec)
-        single_obs = _is_single(self._observation_spec)
+        single_obs = nest.is_single(self._observation_spec)
         self._obs_dtype = self._obs_dtypes if single_obs else None
         self._action_spec = from_gym_space(act_space)
         self._actions = ActionChecker(self._action_spec)

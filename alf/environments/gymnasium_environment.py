@@ -77,10 +77,7 @@ class GymnasiumEnvironment(AlfEnvironment):
         self._no_env.flags.writeable = False
         self._mid = np.full(self._num_envs, StepType.MID, dtype=np.int32)
         self._ones = np.ones(self._num_envs, dtype=np.float32)
-        leaves = nest.flatten(self._observation_spec)
-        self._single_obs_spec = (
-            leaves[0] if len(leaves) == 1 and leaves[0] is self._observation_spec else None
-        )
+        self._single_obs = nest.is_single(self._observation_spec)
         self._zero_action = nest.map_structure(
             lambda s: s.zeros((self._num_envs,)), self._action_spec
         )
@@ -129,8 +126,8 @@ class GymnasiumEnvironment(AlfEnvironment):
         return self._action_spec
 
     def _observation(self, obs: Any) -> Any:
-        if self._single_obs_spec is not None:
-            return _to_tensor(obs, self._single_obs_spec)
+        if self._single_obs:
+            return _to_tensor(obs, self._observation_spec)
         return nest.map_structure(_to_tensor, obs, self._observation_spec)
 
     def _vector_call(self, call: Any, *args: Any, **kwargs: Any) -> Any:

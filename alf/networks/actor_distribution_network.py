@@ -90,6 +90,15 @@ def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, layer.weight, layer.bias)
 
 
+def _std(raw_std: torch.Tensor, options: _HeadOptions) -> torch.Tensor:
+    """The standard deviation from the std parameter or output, by ``std_transform``."""
+    if options.std_transform == "exp":
+        if options.state_dependent_std:  # a network output: bound it as SB3 does
+            raw_std = raw_std.clamp(_MIN_LOG_STD, _MAX_LOG_STD)
+        return torch.exp(raw_std) + options.min_std
+    return F.softplus(raw_std) + options.min_std
+
+
 def _head_distribution(
     owner: nn.Module,
     spec: BoundedTensorSpec,
@@ -112,12 +121,7 @@ def _head_distribution(
         raw_std = _linear(owner.std, hidden)
     else:
         raw_std = owner.std_param.expand_as(mean)
-    if options.std_transform == "exp":
-        if options.state_dependent_std:  # a network output: bound it as SB3 does
-            raw_std = raw_std.clamp(_MIN_LOG_STD, _MAX_LOG_STD)
-        std = torch.exp(raw_std) + options.min_std
-    else:
-        std = F.softplus(raw_std) + options.min_std
+    std = _std(raw_std, options)
     shape = (mean.shape[0], *owner._action_shape)
     mean, std = mean.reshape(shape), std.reshape(shape)
     event_dims = len(owner._action_shape)
@@ -153,8 +157,7 @@ def _numpy_head_draw(
         return None
     weight, bias = host_array(owner.mean.weight), host_array(owner.mean.bias)
     with torch.no_grad():
-        transform = torch.exp if options.std_transform == "exp" else F.softplus
-        std_tensor = transform(owner.std_param) + options.min_std
+        std_tensor = _std(owner.std_param, options)
     std = host_array(std_tensor)
     if weight is None or bias is None or std is None:
         return None
@@ -242,7 +245,7 @@ class ActorDistributionNetwork(nn.Module):
                 f"{describe_spec(action_spec)}"
             )
         self._action_spec = action_spec
-        self._single = len(self._specs) == 1 and self._specs[0] is action_spec
+        self._single = nest.is_single(action_spec)
         self._mask = ActionMask(
             owner="ActorDistributionNetwork", input_spec=input_spec, action_spec=action_spec
         )

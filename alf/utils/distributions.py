@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributions as td
 import torch.nn.functional as F
 
 from alf import nest
+from alf.utils.numpy_draws import gumbel_argmax
 
 __all__ = [
     "Categorical",
@@ -63,21 +63,14 @@ def _gumbel_argmax(logits: torch.Tensor) -> torch.Tensor:
     tracing) the elementwise part runs in numpy, whose dispatch costs a fraction of
     torch's for the small batches of collection (the same formula, values equal up to
     an ulp of the logarithms)."""
-    tiny = torch.finfo(logits.dtype).tiny
     uniform = torch.rand_like(logits)
     if (
         uniform.device.type == "cpu"
         and uniform.dtype == torch.float32
         and not (torch.jit.is_tracing() or torch.compiler.is_compiling())
     ):
-        noise = uniform.numpy()
-        np.maximum(noise, tiny, out=noise)
-        np.log(noise, out=noise)
-        np.negative(noise, out=noise)
-        np.log(noise, out=noise)
-        np.subtract(logits.detach().numpy(), noise, out=noise)
-        return torch.from_numpy(noise.argmax(-1))
-    uniform.clamp_(min=tiny)
+        return torch.from_numpy(gumbel_argmax(logits.detach().numpy(), uniform.numpy()))
+    uniform.clamp_(min=torch.finfo(logits.dtype).tiny)
     return (logits - torch.log(-torch.log(uniform))).argmax(-1)
 
 

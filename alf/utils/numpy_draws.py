@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-__all__ = ["draw_categorical", "draw_diag_normal", "host_array"]
+__all__ = ["draw_categorical", "draw_diag_normal", "gumbel_argmax", "host_array"]
 
 _TINY = float(np.finfo(np.float32).tiny)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -33,6 +33,18 @@ def host_array(tensor: torch.Tensor) -> np.ndarray | None:
     return tensor.detach().numpy()
 
 
+def gumbel_argmax(logits: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """``argmax(logits - log(-log(uniform)))`` over the last axis: a categorical draw
+    by the Gumbel-max trick from float32 uniform numbers in ``[0, 1)``, which it
+    overwrites (the one formula of both the numpy and the torch categorical draws)."""
+    np.maximum(uniform, _TINY, out=uniform)
+    np.log(uniform, out=uniform)
+    np.negative(uniform, out=uniform)
+    np.log(uniform, out=uniform)
+    np.subtract(logits, uniform, out=uniform)
+    return uniform.argmax(-1)
+
+
 def draw_categorical(logits: np.ndarray, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A Gumbel-max draw from ``[B, n]`` float32 logits, as
     :meth:`~alf.utils.distributions.Categorical.sample` draws it.
@@ -43,13 +55,7 @@ def draw_categorical(logits: np.ndarray, offset: int = 0) -> tuple[np.ndarray, n
     """
     log_probs = logits - logits.max(-1, keepdims=True)
     log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
-    noise = torch.rand(log_probs.shape, dtype=torch.float32).numpy()
-    np.maximum(noise, _TINY, out=noise)
-    np.log(noise, out=noise)
-    np.negative(noise, out=noise)
-    np.log(noise, out=noise)
-    np.subtract(log_probs, noise, out=noise)
-    index = noise.argmax(-1)
+    index = gumbel_argmax(log_probs, torch.rand(log_probs.shape, dtype=torch.float32).numpy())
     log_prob = log_probs[np.arange(index.shape[0]), index]
     action = index + offset if offset else index
     return action.astype(np.int64, copy=False), log_prob
