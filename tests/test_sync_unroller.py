@@ -111,3 +111,102 @@ def test_recurrent_state_is_reset_on_first():
     # Rows: FIRST MID MID LAST FIRST ...; the state given at row t counts the rows since FIRST.
     assert exp.step_type[:, 0].tolist() == [0, 1, 1, 2] * 2 + [0, 1]
     assert exp.state[:, :, 0].t().tolist() == [[0.0, 1.0, 2.0, 3.0] * 2 + [0.0, 1.0]] * 2
+
+
+def _envpool_unroller(num_envs: int = 4, max_episode_steps: int = 5) -> SyncUnroller:
+    pytest.importorskip("envpool")
+    env = create_environment(
+        "CartPole-v1",
+        num_envs,
+        seed=0,
+        vectorization_mode="envpool",
+        max_episode_steps=max_episode_steps,
+        env_kwargs={"num_threads": 1},
+    )
+    return SyncUnroller(env=env, algorithm=small_ppo(env), unroll_length=6)
+
+
+def test_steps_are_recorded_while_the_environments_step():
+    """Each time step's episode statistics and experience row are recorded after the
+    actions chosen for it are sent, before the environments' step is waited for: the
+    bookkeeping overlaps a background (EnvPool) step."""
+    unroller = _envpool_unroller()
+    events: list[str] = []
+    env = unroller.env
+    step_async, step_wait, update = env.step_async, env.step_wait, unroller.episodes.update
+
+    def logged(name, fn):
+        def call(*args):
+            events.append(name)
+            return fn(*args)
+
+        return call
+
+    env.step_async = logged("send", step_async)
+    env.step_wait = logged("wait", step_wait)
+    unroller.episodes.update = logged("record", update)
+    try:
+        exp = unroller.unroll()
+        # The reset step is recorded at once; every later one after the next send.
+        assert events == ["record", "send", "wait"] + ["send", "record", "wait"] * 5 + ["record"]
+        assert exp.step_type.shape == (7, 4)
+        events.clear()
+        unroller.unroll()
+        assert events == ["send", "wait"] + ["send", "record", "wait"] * 5 + ["record"]
+    finally:
+        unroller.close()
+
+
+def test_deferred_recording_gives_the_same_trajectories_and_episodes():
+    """The deferred recording changes no row: the experience and the episodes equal
+    those of stepping with ``env.step`` and recording at once."""
+    torch.manual_seed(0)
+    unroller = _envpool_unroller()
+    torch.manual_seed(0)
+    reference = _envpool_unroller()
+    try:
+        torch.manual_seed(1)
+        rows = [unroller.unroll() for _ in range(3)]
+        # The reference: the same policy and seeds, one env.step per row, recorded at once.
+        algorithm, env = reference.algorithm, reference.env
+        torch.manual_seed(1)
+        with torch.no_grad(), algorithm.rollout_session():
+            time_step = env.reset()
+            state = algorithm.zero_state(algorithm.rollout_state_spec, env.batch_size)
+            expected = []
+            for _ in range(19):
+                step = algorithm.rollout_step(time_step, state)
+                expected.append(Experience.from_time_step(time_step, step.output, step.info))
+                reference.episodes.update(time_step)
+                time_step = env.step(step.output)
+        expected = nest.stack(expected)
+        got = nest.map_structure(lambda *xs: torch.cat([xs[0]] + [x[1:] for x in xs[1:]]), *rows)
+        for a, b in zip(nest.flatten(got), nest.flatten(expected), strict=True):
+            assert torch.equal(a, b)
+        assert unroller.episodes.pop_completed() == reference.episodes.pop_completed()
+    finally:
+        unroller.close()
+        reference.close()
+
+
+def test_a_failed_recording_leaves_no_step_in_flight():
+    """If recording a step raises while the environments step, their step is still
+    waited for: the error propagates, and the unroller (and its environment) go on."""
+    unroller = _envpool_unroller()
+    update = unroller.episodes.update
+    calls = []
+
+    def failing_update(time_step):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("recording failed")
+        update(time_step)
+
+    unroller.episodes.update = failing_update
+    try:
+        with pytest.raises(RuntimeError, match="recording failed"):
+            unroller.unroll()
+        exp = unroller.unroll()  # no "step_async called twice"
+        assert exp.step_type.shape == (7, 4)
+    finally:
+        unroller.close()

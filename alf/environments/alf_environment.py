@@ -24,8 +24,8 @@ class AlfEnvironment(abc.ABC):
     ``step`` may also be split in two: :meth:`step_async` starts the step and
     :meth:`step_wait` returns its result. Backends whose environments step outside the
     calling thread (:attr:`steps_in_background`: EnvPool's threads, subprocess workers)
-    run the step in between, so the caller can compute something else meanwhile (an
-    actor's double buffering); the others step inside :meth:`step_wait`.
+    run the step in between, so the caller can compute something else meanwhile (a
+    collector's bookkeeping, double buffering); the others step inside :meth:`step_wait`.
     """
 
     steps_in_background: bool = False

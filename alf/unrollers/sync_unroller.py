@@ -48,6 +48,13 @@ class SyncUnroller(UnrollingCollector):
     The policy sees each time step after the algorithm's data transformers
     (``algorithm.data_transformer.transform_timestep``); the experience keeps it raw.
 
+    With an environment that steps in the background
+    (:attr:`~alf.environments.AlfEnvironment.steps_in_background`: EnvPool, subprocess
+    workers), each step is started with ``env.step_async`` and collected with
+    ``env.step_wait``, and in between the previous time step is recorded (its episode
+    statistics and its experience row), so that this bookkeeping overlaps the
+    environments' step. Other environments are stepped with ``env.step``.
+
     While :attr:`num_random_steps` is positive, actions are drawn uniformly from the
     action space instead (the algorithm's ``rollout_step`` still runs, for its state and
     info): the initial collection of off-policy training. It counts environment steps
@@ -90,6 +97,9 @@ class SyncUnroller(UnrollingCollector):
         self._stateless = not nest.flatten(algorithm.rollout_state_spec)
         self._tail: list[Experience] | None = None  # the last h + 1 rows
         self._policy_step: AlgStep | None = None
+        # The time step :meth:`_respond` answered last, with its answer and state, until
+        # :meth:`_settle` records it.
+        self._unsettled: tuple[TimeStep, AlgStep, Any] | None = None
         self._num_old_rows = 0
         self.num_random_steps = 0
         self._rows_this_call = 0
@@ -111,7 +121,9 @@ class SyncUnroller(UnrollingCollector):
         """Environment steps taken by one call of :meth:`unroll`."""
         return self.unroll_length * self.env.batch_size
 
-    def _respond(self, time_step: TimeStep, state: Any) -> Experience:
+    def _respond(self, time_step: TimeStep, state: Any) -> None:
+        """Chooses the actions for ``time_step`` (:attr:`_policy_step`) and leaves the
+        step to :meth:`_settle`."""
         policy_input = time_step
         if self.device is not None:
             policy_input = to_device(time_step, self.device)
@@ -138,8 +150,20 @@ class SyncUnroller(UnrollingCollector):
                 mask=_random_action_mask(time_step.observation, self.env.action_spec()),
             )
             self._policy_step = self._policy_step._replace(output=action)
-        return Experience.from_time_step(
-            time_step, self._policy_step.output, self._policy_step.info, state
+        self._unsettled = (time_step, self._policy_step, state)
+
+    def _settle(self, rows: list[Experience]) -> None:
+        """Records the time step :meth:`_respond` last answered, if not yet done: its
+        episode statistics and its experience row (appended to ``rows``). Deferred from
+        :meth:`_respond` so that it runs while the environments step in the background
+        (between ``step_async`` and ``step_wait``)."""
+        if self._unsettled is None:
+            return
+        time_step, policy_step, state = self._unsettled
+        self._unsettled = None
+        self.episodes.update(time_step)
+        rows.append(
+            Experience.from_time_step(time_step, policy_step.output, policy_step.info, state)
         )
 
     @torch.no_grad()
@@ -149,8 +173,14 @@ class SyncUnroller(UnrollingCollector):
         num_steps = self.unroll_length if num_steps is None else num_steps
         with self.algorithm.rollout_session():
             rows = self._begin_call()
-            for _ in range(num_steps):
-                self._record(self.env.step(self._policy_step.output), rows)
+            if getattr(self.env, "steps_in_background", False):
+                for _ in range(num_steps):
+                    self._send()
+                    self._receive(rows)
+            else:
+                for _ in range(num_steps):
+                    self._settle(rows)
+                    self._take(self.env.step(self._policy_step.output))
         return self._end_call(rows)
 
     def _begin_call(self) -> list[Experience]:
@@ -160,40 +190,45 @@ class SyncUnroller(UnrollingCollector):
         # Row h of a later call was chosen by the previous one: count from the next row.
         self._rows_this_call = 0 if first_call else 1
         self._num_old_rows = self._history + (0 if first_call else 1)
+        self._unsettled = None  # (left over only by a call that raised)
         if first_call:
             time_step = self.env.reset()
-            self.episodes.update(time_step)
             state = self.algorithm.zero_state(
                 self.algorithm.rollout_state_spec, self.env.batch_size
             )
             self._transform_state = self._transformer.initial_state(self.env.batch_size)
             if self.device is not None:  # (the state is already there: zero_state)
                 self._transform_state = to_device(self._transform_state, self.device)
-            row = self._respond(time_step, state)
-            self._tail = [row] * (self._history + 1)
+            self._respond(time_step, state)
+            first_row: list[Experience] = []
+            self._settle(first_row)
+            self._tail = first_row * (self._history + 1)
         return list(self._tail)
 
     def _send(self) -> None:
-        """Starts the environments' step with the last chosen actions (for
-        :class:`DoubleBufferedUnroller`; :meth:`unroll` itself only needs ``env.step``)."""
+        """Starts the environments' step with the last chosen actions."""
         self.env.step_async(self._policy_step.output)
 
     def _receive(self, rows: list[Experience]) -> None:
-        """Waits for the step :meth:`_send` started, chooses the next actions and appends
-        the row to ``rows``."""
-        self._record(self.env.step_wait(), rows)
+        """Records the previous time step (:meth:`_settle`, while the environments
+        step), waits for the step :meth:`_send` started and chooses the next actions.
+        The step is waited for even if recording fails: none is left in flight."""
+        try:
+            self._settle(rows)
+        finally:
+            time_step = self.env.step_wait()
+        self._take(time_step)
 
-    def _record(self, time_step: TimeStep, rows: list[Experience]) -> None:
-        """Takes in the environments' new step: chooses the next actions and appends the
-        row to ``rows``."""
+    def _take(self, time_step: TimeStep) -> None:
+        """Takes in the environments' new step: chooses the next actions."""
         if self.on_step is not None:
             self.on_step()
-        self.episodes.update(time_step)
-        rows.append(self._respond(time_step, self._policy_step.state))
+        self._respond(time_step, self._policy_step.state)
 
     def _end_call(self, rows: list[Experience]) -> Experience:
-        """Ends a call of :meth:`unroll`: keeps the rows the next call repeats and stacks
-        ``rows`` into the ``[len(rows), B]`` trajectory."""
+        """Ends a call of :meth:`unroll`: records the last time step, keeps the rows the
+        next call repeats and stacks ``rows`` into the ``[len(rows), B]`` trajectory."""
+        self._settle(rows)
         self._tail = rows[len(rows) - self._history - 1 :]
         return nest.stack(rows)
 
