@@ -46,13 +46,20 @@ def _ppo_factory() -> Callable[..., Any]:
 
 
 def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
-    """Per batched step: microseconds in ``env.step`` (and in EnvPool's own ``send`` +
-    ``recv`` inside it), in ``rollout_step``, and in the rest of ``SyncUnroller.unroll``."""
+    """Per batched step: microseconds in ``env.step`` or ``step_async`` + ``step_wait``
+    (and in EnvPool's own ``send`` + ``recv`` inside them), in ``rollout_step``, and in
+    the rest of ``SyncUnroller.unroll`` (with a background step, the bookkeeping between
+    ``step_async`` and ``step_wait`` counts as the unroller's)."""
     env, algorithm = unroller.env, unroller.algorithm
     env_s: list[float] = []
     policy_s: list[float] = []
     pool_s: list[float] = []
-    env.step = timed(env.step, env_s)  # (ALF's EnvPool step is EnvPool's send + recv)
+    # ``SyncUnroller`` calls ``step`` or, with an environment that steps in the
+    # background, ``step_async`` + ``step_wait`` (ALF's EnvPool step is EnvPool's send +
+    # recv): the calls it makes count as the environment's time.
+    names = ("step_async", "step_wait") if env.steps_in_background else ("step",)
+    for name in names:
+        setattr(env, name, timed(getattr(env, name), env_s))
     algorithm.rollout_step = timed(algorithm.rollout_step, policy_s)
     pool = getattr(env, "envpool_env", None)
     # ALF's EnvPool backend calls EnvPool's C++ send/recv directly where it can
@@ -84,7 +91,9 @@ def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
     if pool is not None and pool_s:
         result["per_step_envpool_raw_us"] = sum(pool_s) * per
         result["per_step_env_wrapper_us"] = (sum(env_s) - sum(pool_s)) * per
-    del env.step, algorithm.rollout_step
+    for name in names:
+        delattr(env, name)
+    del algorithm.rollout_step
     if direct is not None:
         direct._send, direct._recv = direct.pool._send, direct.pool._recv
     elif pool is not None and pool_s:
