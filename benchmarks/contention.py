@@ -38,6 +38,12 @@ from common import (  # noqa: E402
     run_worker,
     write_report,
 )
+from mujoco_common import preload_mujoco_package  # noqa: E402
+
+# benchmarks/mujoco.py would shadow the mujoco package (MuJoCo configs). At module level,
+# so that the actor processes of async configs, which run this file as ``__mp_main__``
+# when they start, find the real package too.
+preload_mujoco_package()
 
 SCRIPT = os.path.abspath(__file__)
 DEFAULT_CONFS = (
@@ -55,9 +61,6 @@ SPIN = "while True:\n    pass\n"
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
     """Trains ``args.conf`` for a warm-up then a measured stretch; returns steps/s."""
-    from mujoco_common import preload_mujoco_package
-
-    preload_mujoco_package()  # benchmarks/mujoco.py would shadow it (MuJoCo configs)
     import torch
     from absl import logging as absl_logging
 
