@@ -45,6 +45,34 @@ def _ppo_factory() -> Callable[..., Any]:
     )
 
 
+def cartpole_sampler(
+    num_envs: int,
+    *,
+    backend: str = "envpool",
+    numpy_rollout: bool = True,
+    unroller_class: type | None = None,
+) -> Any:
+    """A ``SyncUnroller`` (or ``unroller_class``) of 32 steps over ``num_envs`` CartPoles
+    (``create_environment``'s ``backend``, EnvPool with ``num_threads=1``), seed 0, with
+    :func:`_ppo_factory`'s policy built after ``torch.manual_seed(0)``: the same sampler
+    for every contender of an in-process comparison."""
+    import torch
+
+    from alf.environments import create_environment
+    from alf.unrollers import SyncUnroller
+
+    kwargs: dict[str, Any] = {"env_kwargs": {"num_threads": 1}} if backend == "envpool" else {}
+    env = create_environment("CartPole-v1", num_envs, seed=0, vectorization_mode=backend, **kwargs)
+    torch.manual_seed(0)
+    algorithm = _ppo_factory()(
+        observation_spec=env.observation_spec(),
+        action_spec=env.action_spec(),
+        numpy_rollout=numpy_rollout,
+    )
+    algorithm.eval()
+    return (unroller_class or SyncUnroller)(env=env, algorithm=algorithm, unroll_length=32)
+
+
 def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
     """Per batched step: microseconds in ``env.step`` or ``step_async`` + ``step_wait``
     (and in EnvPool's own ``send`` + ``recv`` inside them), in ``rollout_step``, and in

@@ -51,9 +51,8 @@ def _contenders(num_envs: int, unrolls: int, closers: list[Any]) -> dict[str, Ca
     import envpool
     import numpy as np
     import torch
-    from collection_samplers import _ppo_factory
+    from collection_samplers import cartpole_sampler
 
-    from alf.environments import create_environment
     from alf.unrollers import SyncUnroller
 
     length = 32
@@ -69,22 +68,9 @@ def _contenders(num_envs: int, unrolls: int, closers: list[Any]) -> dict[str, Ca
 
     contenders["raw"] = raw_steps
     for name, in_numpy in (("numpy", True), ("torch", False)):
-        env = create_environment(
-            "CartPole-v1",
-            num_envs,
-            seed=0,
-            vectorization_mode="envpool",
-            env_kwargs={"num_threads": 1},
-        )
+        unroller = cartpole_sampler(num_envs, numpy_rollout=in_numpy)
+        env, algorithm = unroller.env, unroller.algorithm
         closers.append(env)
-        torch.manual_seed(0)
-        algorithm = _ppo_factory()(
-            observation_spec=env.observation_spec(),
-            action_spec=env.action_spec(),
-            numpy_rollout=in_numpy,
-        )
-        algorithm.eval()
-        unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=length)
 
         def unroll(u: SyncUnroller = unroller) -> None:
             for _ in range(unrolls):

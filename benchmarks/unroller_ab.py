@@ -23,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from common import machine_info
 
@@ -66,26 +65,11 @@ def _module_at(revision: str, directory: str) -> ModuleType:
     return module
 
 
-def _unroller(cls: type, num_envs: int, backend: str) -> Any:
-    import torch
-    from collection_samplers import _ppo_factory
-
-    from alf.environments import create_environment
-
-    kwargs: dict[str, Any] = {"env_kwargs": {"num_threads": 1}} if backend == "envpool" else {}
-    env = create_environment("CartPole-v1", num_envs, seed=0, vectorization_mode=backend, **kwargs)
-    torch.manual_seed(0)
-    algorithm = _ppo_factory()(
-        observation_spec=env.observation_spec(), action_spec=env.action_spec()
-    )
-    algorithm.eval()
-    return cls(env=env, algorithm=algorithm, unroll_length=32)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
 
-    from alf.unrollers import SyncUnroller
+    from collection_samplers import cartpole_sampler
+
     from alf.utils.threads import set_cpu_threads
 
     set_cpu_threads(1)
@@ -94,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as directory:
         before = _module_at(args.before, directory).SyncUnroller
         unrollers = {
-            "before": _unroller(before, args.num_envs, args.backend),
-            "after": _unroller(SyncUnroller, args.num_envs, args.backend),
+            "before": cartpole_sampler(
+                args.num_envs, backend=args.backend, unroller_class=before
+            ),
+            "after": cartpole_sampler(args.num_envs, backend=args.backend),
         }
     try:
         for unroller in unrollers.values():  # warm up
