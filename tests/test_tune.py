@@ -15,6 +15,7 @@ from helpers_cli import (
     error_lines,
     popen_cli,
     run_cli,
+    snapshot,
     stop_process,
     wait_for,
 )
@@ -79,6 +80,55 @@ def test_bad_tune_input_gets_one_line_and_status_2(tmp_path, flags, culprit):
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = error_lines(proc.stderr, "alf.bin.tune")
     assert len(errors) == 1 and culprit in errors[0], proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "space, value",
+    [
+        ("PPOAlgorithm.num_epochs=uniform(2, 5)", "3.11"),  # only the bounds are whole
+        ("PPOAlgorithm.num_epochs=choice(2, 3.5)", "3.5"),  # the second choice
+        ("PPOAlgorithm.num_epochs=int(2, 5)", None),  # fits: the contrast
+    ],
+)
+def test_every_value_of_a_space_is_checked_before_the_first_trial(tmp_path, space, value):
+    root = tmp_path / "study"
+    proc = run_cli(tune_cmd(root, f"--space={space}", "--trials=1", steps=256), timeout=120)
+    if value is None:
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        return
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    errors = error_lines(proc.stderr, "alf.bin.tune")
+    assert len(errors) == 1, proc.stderr
+    assert f"value {value}:" in errors[0] and "PPOAlgorithm.num_epochs" in errors[0]
+    assert "must be an int" in errors[0]
+    assert not list(root.glob("trial-*")) and not (root / "study.db").exists()
+
+
+def test_a_study_where_no_trial_finishes_exits_1_naming_the_first_failure(tmp_path):
+    space = "--space=create_environment.env_name=choice('NoSuchEnvA-v0', 'NoSuchEnvB-v0')"
+    proc = run_cli(tune_cmd(tmp_path / "study", space, "--trials=2"), timeout=240)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "2 fail trials" in proc.stdout
+    errors = error_lines(proc.stderr, "alf.bin.tune")
+    assert len(errors) == 1, proc.stderr
+    assert "no trial of the study" in errors[0] and "NoSuchEnv" in errors[0]
+    assert "trial-0000" in errors[0]  # the failed trial's log
+
+
+def test_a_corrupt_study_file_is_one_line_naming_it(tmp_path):
+    root = tmp_path / "study"
+    root.mkdir()
+    study = root / "study.db"
+    study.write_bytes(b"not a database, " * 300)
+    before = snapshot(root)
+    proc = run_cli(tune_cmd(root, LR_SPACE, "--trials=1"), timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    errors = error_lines(proc.stderr, "alf.bin.tune")
+    assert len(errors) == 1 and str(study) in errors[0] and "not a database" in errors[0]
+    assert snapshot(root) == before
 
 
 def test_a_study_continues_and_prunes_a_trial_below_the_median(tmp_path):

@@ -14,8 +14,11 @@ trial (its last evaluation, or its best with ``--objective=best``), so the confi
 evaluate during training (``TrainerConfig.eval_interval``) for pruning to act. Trials are
 run dirs ``root_dir/trial-<n>/``; the study is ``root_dir/study.db`` (SQLite), so running
 the command again continues it (``--trials`` is the study's total). The best bindings are
-printed at the end as ready-to-paste gin lines. Exit status: 0, 2 for bad arguments,
-130 when interrupted (the running trials checkpoint and resume next time).
+printed at the end as ready-to-paste gin lines. Every value of each search space is
+checked against its parameter before the first trial. Exit status: 0, 1 when no trial of
+the study finished (every one failed or was pruned), 2 for bad arguments (a value of a
+space its parameter refuses, a corrupt ``study.db``), 130 when interrupted (the running
+trials checkpoint and resume next time).
 """
 
 from __future__ import annotations
@@ -82,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     print(f"alf.bin.tune: tuning {args.conf} in {args.root_dir}", flush=True)
     from alf.experiments.launcher import check_bindings
-    from alf.experiments.tune import SearchSpaceError, Tuner, parse_space
+    from alf.experiments.tune import (
+        EXIT_NO_TRIAL_FINISHED,
+        SearchSpaceError,
+        Tuner,
+        check_space,
+        parse_space,
+    )
 
     if not os.path.isfile(args.conf):
         _fail(f"config file not found: '{args.conf}'")
@@ -103,16 +112,22 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (SearchSpaceError, ValueError) as err:
         _fail(str(err))
-    error = check_bindings(
-        args.conf, [*args.conf_param, *(f"{s.name}={s.example_value()}" for s in space)]
-    )
-    if error:
-        _fail(error)
-    try:
-        return tuner.run_with_signals()
-    except ValueError as err:  # e.g. a study of another search space in root_dir
+    try:  # every value of every space, before the first trial
+        check_space(lambda params: check_bindings(args.conf, params), args.conf_param, space)
+    except SearchSpaceError as err:
         _fail(str(err))
-    return EXIT_USAGE
+    try:
+        status = tuner.run_with_signals()
+    except ValueError as err:  # a corrupt study.db, a study of another space in root_dir
+        _fail(str(err))
+    if status == EXIT_NO_TRIAL_FINISHED:
+        why = f"; the first failure: {tuner.first_failure}" if tuner.first_failure else ""
+        return print_error(
+            "alf.bin.tune",
+            f"no trial of the study in {args.root_dir} has finished{why}",
+            EXIT_NO_TRIAL_FINISHED,
+        )
+    return status
 
 
 def run() -> None:

@@ -23,9 +23,12 @@ from alf.experiments.launcher import RunProcess, RunSpec, run_stopping_on_signal
 from alf.run_dir import layout
 
 __all__ = [
+    "EXIT_NO_TRIAL_FINISHED",
     "SearchSpaceError",
+    "StudyFileError",
     "Tuner",
     "TuneSpace",
+    "check_space",
     "parse_space",
     "read_objective",
 ]
@@ -36,7 +39,16 @@ OBJECTIVES = ("last", "best")
 
 
 class SearchSpaceError(UserError, ValueError):
-    """A ``--space`` flag that does not parse."""
+    """A ``--space`` flag that does not parse, or a value of it its parameter refuses."""
+
+
+class StudyFileError(UserError, ValueError):
+    """A ``study.db`` that cannot be read as an Optuna study (corrupt, not SQLite)."""
+
+
+EXIT_NO_TRIAL_FINISHED = 1
+"""Exit status of a tuner whose study has no finished trial (every one failed or was
+pruned)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,22 @@ class TuneSpace:
     def example_value(self) -> str:
         """A value in the space, to check the binding's name before tuning."""
         return self.gin_value(self.args[0])
+
+    def values_to_check(self) -> list[str]:
+        """Gin texts of values that stand for every value the space can give: each
+        choice; both bounds of ``int``/``logint``; both bounds of ``uniform``/
+        ``loguniform`` and a value between them that is not a whole number (what the
+        sampler gives, which an ``int`` parameter refuses)."""
+        if self.kind == "choice":
+            return [self.gin_value(a) for a in self.args]
+        low, high = self.args
+        values = [low, high]
+        if self.kind in ("uniform", "loguniform"):
+            inner = low + (high - low) * 0.37
+            if float(inner).is_integer():
+                inner = math.nextafter(inner, high)
+            values.append(float(inner))
+        return [self.gin_value(v) for v in values]
 
     def text(self) -> str:
         """The flag's canonical text."""
@@ -126,6 +154,36 @@ def parse_space(flag: str) -> TuneSpace:
     if kind in ("loguniform", "logint") and low <= 0:
         raise SearchSpaceError(f"--space '{flag}': {kind} needs a positive low bound")
     return TuneSpace(name=name, kind=kind, args=(low, high))
+
+
+def check_space(
+    check: Callable[[list[str]], str | None],
+    conf_params: Sequence[str],
+    space: Sequence[TuneSpace],
+) -> None:
+    """Checks every value of every searched parameter against its parameter before the
+    first trial (with the other parameters at their first value).
+
+    Args:
+        check: loads the config with the given bindings; returns the error line or None
+            (:func:`alf.experiments.launcher.check_bindings` with the config file).
+        conf_params: the bindings given to every trial.
+        space: the searched parameters.
+
+    Raises:
+        SearchSpaceError: naming the flag, the value and why it is refused (a name the
+            config does not know is reported as such, without a value).
+    """
+    base = {s.name: s.example_value() for s in space}
+    error = check([*conf_params, *(f"{name}={value}" for name, value in base.items())])
+    if error:
+        raise SearchSpaceError(error)
+    for searched in space:
+        for value in searched.values_to_check():
+            values = {**base, searched.name: value}
+            error = check([*conf_params, *(f"{name}={v}" for name, v in values.items())])
+            if error:
+                raise SearchSpaceError(f"--space '{searched.text()}': value {value}: {error}")
 
 
 def read_objective(run_dir: str, objective: str) -> float | None:
@@ -209,10 +267,15 @@ class Tuner:
         self._seed = seed
         self._stop = False
         self._running: list[_Trial] = []
+        self.first_failure = ""
+        """The first trial failure of this command, as a line (empty: none)."""
 
     # ------------------------------------------------------------------ study
     def _open_study(self) -> Any:
+        import sqlite3
+
         import optuna
+        from sqlalchemy.exc import SQLAlchemyError  # optuna's storage layer
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         os.makedirs(self.root_dir, exist_ok=True)
@@ -224,14 +287,22 @@ class Tuner:
             if self._pruner_name == "median"
             else optuna.pruners.NopPruner()
         )
-        study = optuna.create_study(
-            storage=f"sqlite:///{os.path.join(self.root_dir, STUDY_FILE)}",
-            study_name=STUDY_NAME,
-            direction="maximize",
-            load_if_exists=True,
-            sampler=optuna.samplers.TPESampler(seed=self._seed),
-            pruner=pruner,
-        )
+        path = os.path.join(self.root_dir, STUDY_FILE)
+        try:
+            study = optuna.create_study(
+                storage=f"sqlite:///{path}",
+                study_name=STUDY_NAME,
+                direction="maximize",
+                load_if_exists=True,
+                sampler=optuna.samplers.TPESampler(seed=self._seed),
+                pruner=pruner,
+            )
+        except (SQLAlchemyError, sqlite3.Error) as err:
+            reason = str(getattr(err, "orig", None) or err).splitlines()[0]
+            raise StudyFileError(
+                f"study file '{path}' cannot be read as an Optuna study ({reason}); "
+                "move it away to start a new study"
+            ) from None
         identity = {
             "conf": self.conf,
             "space": [s.text() for s in self.space],
@@ -273,8 +344,14 @@ class Tuner:
         self._stop = True
 
     def run(self, poll_s: float = 0.5) -> int:
-        """Runs trials until the study has :attr:`num_trials`; returns 0 (130 when
-        stopped)."""
+        """Runs trials until the study has :attr:`num_trials`; returns 0,
+        :data:`EXIT_NO_TRIAL_FINISHED` when no trial of the study finished (130 when
+        stopped).
+
+        Raises:
+            StudyFileError: ``study.db`` is not an Optuna study.
+            ValueError: ``root_dir`` holds the study of another config or space.
+        """
         import optuna
         from optuna.trial import TrialState
 
@@ -309,8 +386,10 @@ class Tuner:
                 if not self._running:
                     break
             time.sleep(poll_s)
-        self._print_best(study)
-        return 130 if self._stop else 0
+        finished = self._print_best(study)
+        if self._stop:
+            return 130
+        return 0 if finished else EXIT_NO_TRIAL_FINISHED
 
     def run_with_signals(self) -> int:
         """:meth:`run` with SIGINT/SIGTERM stopping the study cleanly (a second one kills
@@ -351,10 +430,12 @@ class Tuner:
                 self.out(f"tune: trial {number} stopped (resumed by the next tune command)")
             else:
                 study.tell(item.trial, state=TrialState.FAIL)
-                self.out(
-                    f"tune: trial {number} FAILED (exit {code}): "
-                    f"{item.process.last_error_line()} (log: {item.process.log_path})"
+                failure = (
+                    f"trial {number} FAILED (exit {code}): {item.process.last_error_line()} "
+                    f"(log: {item.process.log_path})"
                 )
+                self.first_failure = self.first_failure or failure
+                self.out(f"tune: {failure}")
 
     def _report_evaluations(self, item: _Trial, run_dir: str) -> None:
         evals = [r for r in layout.read_progress(run_dir) if "eval/average_return" in r]
@@ -371,7 +452,8 @@ class Tuner:
             item.pruned = True
             item.process.terminate()
 
-    def _print_best(self, study: Any) -> None:
+    def _print_best(self, study: Any) -> bool:
+        """Prints the trial counts and the best trial; returns whether one finished."""
         from optuna.trial import TrialState
 
         complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
@@ -384,7 +466,7 @@ class Tuner:
         )
         if not complete:
             self.out("tune: no trial has finished yet")
-            return
+            return False
         best = study.best_trial
         self.out(
             f"tune: best trial {best.number} ({self.objective} evaluation return "
@@ -393,3 +475,4 @@ class Tuner:
         for binding in self._bindings(best.params):
             name, value = binding.split("=", 1)
             self.out(f"{name} = {value}")
+        return True
