@@ -208,5 +208,8 @@ def test_a_legacy_env_trains_unchanged_through_the_command_line(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     evals = [r for r in read_progress(root) if "eval/average_return" in r]
     assert evals[-1]["eval/average_return"] >= 0.5, evals
-    played = run_cli(play_cmd(root, "--num_episodes=4"), pythonpath=tmp_path)
+    played = run_cli(
+        play_cmd(root, "--num_episodes=4", "--trust_module=alf_test_legacy_envs"),
+        pythonpath=tmp_path,
+    )
     assert played_average_return(played) >= 0.5

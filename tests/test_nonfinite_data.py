@@ -194,7 +194,9 @@ def test_nan_env_resumed_on_a_good_run_stops_and_keeps_its_checkpoints(
     assert_clean_user_error(result, TRAIN, f"environment 0 of '{ENV}'", "non-finite observation")
     assert _kept(root) == kept
     monkeypatch.delenv("ALF_TEST_BAD_AT")
-    played = run_cli(play_cmd(root, "--num_episodes=2"), pythonpath=TESTS)
+    played = run_cli(
+        play_cmd(root, "--num_episodes=2", "--trust_module=alf_test_bad_envs"), pythonpath=TESTS
+    )
     assert played.returncode == 0, played.stderr[-3000:]
     assert float(played.stdout.strip().splitlines()[-1].split(": ")[1]) > 0
 
@@ -232,7 +234,7 @@ def test_resume_and_play_refuse_a_non_finite_checkpoint(good_run, tmp_path):
     files = snapshot(root)
     for cmd, prog in (
         (train_cmd(root, *RUN_PARAMS, f"TrainerConfig.num_env_steps={2 * GOOD_STEPS}"), TRAIN),
-        (play_cmd(root, "--num_episodes=1"), PLAY),
+        (play_cmd(root, "--num_episodes=1", "--trust_module=alf_test_bad_envs"), PLAY),
     ):
         result = run_cli(cmd, pythonpath=TESTS, cwd=REPO)
         assert result.returncode == 2, result.stderr[-3000:]

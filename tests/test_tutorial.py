@@ -195,7 +195,10 @@ def test_cli_trains_cart_pole_to_195(tmp_path):
 
     # play re-imports the module through the `import reinforce` line of config.gin.
     proc = run_cli(
-        play_cmd(root_dir, "--num_episodes=10"), timeout=300, cwd=tmp_path, pythonpath=tutorial
+        play_cmd(root_dir, "--num_episodes=10", "--trust_module=reinforce"),
+        timeout=300,
+        cwd=tmp_path,
+        pythonpath=tutorial,
     )
     played = played_average_return(proc)
     print(f"average_return: {played}")

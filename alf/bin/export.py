@@ -30,8 +30,13 @@ flags.DEFINE_string(
     "Iteration of the run's checkpoint, or the path of a checkpoint file (default: newest).",
 )
 flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
+flags.DEFINE_multi_string(
+    "trust_module",
+    [],
+    "A module the run's config.gin may import (your own configurables); see docs/security.md.",
+)
 FLAGS = flags.FLAGS
-_OWN_FLAGS = ("root_dir", "format", "out", "checkpoint", "conf_param")
+_OWN_FLAGS = ("root_dir", "format", "out", "checkpoint", "conf_param", "trust_module")
 
 
 def _fail(message: str) -> None:
@@ -90,7 +95,10 @@ def main(argv: list[str]) -> None:
         import_configurables()
         try:
             env, algorithm = load_trained_run(
-                root_dir, checkpoint=run_checkpoint, conf_params=FLAGS.conf_param
+                root_dir,
+                checkpoint=run_checkpoint,
+                conf_params=FLAGS.conf_param,
+                trusted_modules=FLAGS.trust_module,
             )
             result = export_policy(algorithm, FLAGS.out, format=FLAGS.format)
         except (gymnasium.error.Error, ValueError, TypeError) as err:

@@ -37,8 +37,21 @@ flags.DEFINE_integer("num_episodes", 10, "Episodes to play.")
 flags.DEFINE_integer("seed", 12345, "Seed of the played environment.")
 flags.DEFINE_string("record_file", None, "Write a video of the episodes to this .mp4 file.")
 flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
+flags.DEFINE_multi_string(
+    "trust_module",
+    [],
+    "A module the run's config.gin may import (your own configurables); see docs/security.md.",
+)
 FLAGS = flags.FLAGS
-_OWN_FLAGS = ("root_dir", "checkpoint_step", "num_episodes", "seed", "record_file", "conf_param")
+_OWN_FLAGS = (
+    "root_dir",
+    "checkpoint_step",
+    "num_episodes",
+    "seed",
+    "record_file",
+    "conf_param",
+    "trust_module",
+)
 
 _MUJOCO_GL_BACKENDS = ("egl", "osmesa")
 """MuJoCo's off-screen OpenGL backends, in the order they are tried on a headless machine."""
@@ -95,6 +108,7 @@ def main(argv: list[str]) -> None:
                 seed=FLAGS.seed,
                 render_mode=render_mode,
                 conf_params=FLAGS.conf_param,
+                trusted_modules=FLAGS.trust_module,
             )
             if FLAGS.record_file:
                 if not mujoco_gl_found and "mujoco" in sys.modules:  # the env renders with it
@@ -140,6 +154,7 @@ def load_trained_run(
     seed: int | None = None,
     render_mode: str | None = None,
     conf_params: Sequence[str] = (),
+    trusted_modules: Sequence[str] = (),
 ) -> tuple[Any, Any]:
     """Registers ALF's configurables and rebuilds a run's evaluation environment (one
     env) and its algorithm from ``root_dir/config.gin``, with the parameters and
@@ -159,6 +174,7 @@ def load_trained_run(
         seed=seed,
         render_mode=render_mode,
         conf_params=conf_params,
+        trusted_modules=trusted_modules,
     )
 
 

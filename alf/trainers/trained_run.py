@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from alf import config as alf_config
 from alf.environments import create_environment
 from alf.run_dir.checkpoints import RunCheckpoint, read_run_checkpoint, restore_algorithm
 from alf.run_dir.layout import check_run_dir
+from alf.saved_config import load_saved_config
 from alf.trainers.algorithm_builder import build_algorithm
 from alf.trainers.trainer_config import TrainerConfig
 from alf.utils.threads import set_cpu_threads
@@ -24,6 +24,7 @@ def load_trained_run(
     seed: int | None = None,
     render_mode: str | None = None,
     conf_params: Sequence[str] = (),
+    trusted_modules: Sequence[str] = (),
 ) -> tuple[Any, Any]:
     """Rebuilds a run's evaluation environment (one env) and its algorithm from
     ``root_dir/config.gin``, with the parameters and data-transformer statistics of a
@@ -39,17 +40,20 @@ def load_trained_run(
         seed: the environment's seed.
         render_mode: Gymnasium's ``render_mode`` of the environment.
         conf_params: gin bindings applied after ``config.gin``.
+        trusted_modules: modules the run's config may import (the user's own
+            configurables); ``config.gin`` is read as data (:mod:`alf.saved_config`).
 
     Returns:
         ``(env, algorithm)``, the algorithm on the CPU; the caller closes ``env``.
 
     Raises:
         RunDirError: ``root_dir`` is not a run's directory.
+        UntrustedConfigError: ``config.gin`` asks for more than bindings of registered
+            configurables (an import of an untrusted module, dynamic registration).
         CheckpointError: the checkpoint is missing, unreadable or does not fit.
     """
     conf_path = check_run_dir(root_dir)
-    with open(conf_path) as f:
-        alf_config.load_config_text(f.read(), conf_params)
+    load_saved_config(conf_path, conf_params, trusted_modules=trusted_modules)
     config = TrainerConfig()
     run_checkpoint = (
         checkpoint
