@@ -15,7 +15,16 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from helpers_cli import REPO, TINY_PARAMS, assert_clean_user_error, run_cli, train_cmd
+from helpers_cli import (
+    REPO,
+    TINY_PARAMS,
+    assert_clean_user_error,
+    error_lines,
+    run_cli,
+    run_many,
+    snapshot,
+    train_cmd,
+)
 
 from alf.bin import plot as plot_cli
 from alf.bin import report as report_cli
@@ -510,3 +519,86 @@ def test_seeds_of_one_point_differ_only_by_bindings_a_newer_alf_added(tmp_path: 
         assert sorted(sorted(r.seed for r in g.runs) for g in groups) == sorted(
             [[old_seed], [11], [12, 14]]
         )
+
+
+# --------------------------------------------------------------------------- bad files
+
+
+def _run_tools(*args: str) -> dict[str, subprocess.CompletedProcess]:
+    """``alf.bin.plot`` and ``alf.bin.report`` run as a user types them, on ``args``."""
+    return run_many(
+        {
+            prog: [sys.executable, "-m", prog, *args]
+            for prog in ("alf.bin.plot", "alf.bin.report")
+        },
+        timeout=120,
+    )
+
+
+def test_a_config_that_is_not_utf8_skips_its_run_with_one_warning(
+    sweep: Path, tmp_path: Path
+) -> None:
+    bad = sweep / "sweep" / "lr=0.001" / "seed-1"
+    with open(bad / "config.gin", "ab") as f:
+        f.write(b"# \xff\xfe latin-1 \xe9\n")
+    before = snapshot(sweep / "sweep")
+    out = tmp_path / "out" / "c.png"
+    results = _run_tools(str(sweep / "sweep"), f"--out={out}")
+    for prog, result in results.items():
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        lines = result.stderr.strip().splitlines()
+        warnings = [line for line in lines if line.startswith(f"{prog}: warning:")]
+        assert warnings == [
+            f"{prog}: warning: skipped a run: {bad / 'config.gin'} is not UTF-8 text (byte 0xff)"
+        ], result.stderr
+    assert _table_row(results["alf.bin.report"].stdout, "lr=0.001")[3] == "2"  # 2 seeds left
+    # Only the bad run: one error line naming the file, exit 2.
+    for prog, result in _run_tools(str(bad), f"--out={tmp_path / 'd.png'}").items():
+        assert result.returncode == 2, result.stderr
+        assert_clean_user_error(result, prog, "no readable run", str(bad / "config.gin"))
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert snapshot(sweep / "sweep") == before
+
+
+@pytest.mark.parametrize("how", ["a file in the way", "a read-only folder"])
+def test_an_out_that_cannot_be_written_is_one_line(sweep: Path, tmp_path: Path, how: str) -> None:
+    if how == "a file in the way":
+        blocker = tmp_path / "blocker"
+        blocker.write_text("x")
+        target = blocker / "curves.png"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+        target = folder / "curves.png"
+    for prog, result in _run_tools(str(sweep), f"--out={target}").items():
+        assert result.returncode == 2, result.stderr
+        assert_clean_user_error(result, prog, f"--out '{target}'")
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not target.exists()
+
+
+def test_nan_evaluations_are_named_as_non_finite(tmp_path: Path) -> None:
+    nan = float("nan")
+    run = write_run(
+        tmp_path / "runs" / "seed-0",
+        bindings=_config("CartPole-v1", "PPOAlgorithm", 0),
+        evals=[(1000, 1.0, nan), (2000, 2.0, nan)],
+    )
+    before = snapshot(tmp_path / "runs")
+    results = _run_tools(str(tmp_path / "runs"), f"--out={tmp_path / 'c.png'}")
+    plot = results["alf.bin.plot"]
+    assert plot.returncode == 1, plot.stderr
+    errors = error_lines(plot.stderr, "alf.bin.plot")
+    assert errors == [
+        f"alf.bin.plot: error: nothing to plot: run {run}: its 2 evaluations are non-finite "
+        "(NaN or inf)"
+    ], plot.stderr
+    assert "has an evaluation record yet" not in plot.stderr
+    report = results["alf.bin.report"]
+    assert report.returncode == 0, report.stderr
+    assert "its 2 evaluations are non-finite (NaN or inf)" in report.stdout
+    assert snapshot(tmp_path / "runs") == before

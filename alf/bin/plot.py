@@ -11,8 +11,11 @@ other frameworks, whose ``run_info.json`` names the same framework, environment 
 algorithm) form a group. Each environment gets a panel; each group a line, the mean (or
 IQM) of its seeds' evaluation returns, in a shaded 95% percentile-bootstrap band over
 seeds. The plotted numbers go to ``<out stem>.csv`` beside the picture. Runs still
-training are fine: a group's curve stops where its shortest run's does. Exit status: 0
-when written, 1 when no run has an evaluation yet, 2 for bad arguments.
+training are fine: a group's curve stops where its shortest run's does. A run whose
+``config.gin`` or ``progress.jsonl`` cannot be read (not UTF-8 text) is skipped with a
+warning line naming the file. Exit status: 0 when written, 1 when no run has a finite
+evaluation yet, 2 for bad arguments (an ``--out`` that cannot be written, no readable
+run).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from types import ModuleType
+from typing import Any
 
 from alf.bin.cli import print_error
 
@@ -67,6 +72,31 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _load(runs: ModuleType, dirs: list[str]) -> tuple[list[Any], list[str]]:
+    """The readable runs under ``dirs`` and a line per run skipped (printed as a
+    warning when some run is left)."""
+    skipped: list[str] = []
+    loaded = runs.load_runs(dirs, skipped=skipped.append)
+    if loaded:
+        for line in skipped:
+            print(f"{_PROG}: warning: skipped a run: {line}", file=sys.stderr, flush=True)
+    return loaded, skipped
+
+
+def _nothing_to_plot(groups: list[Any], dirs: list[str]) -> str:
+    """The error line when no group has a curve: names a run whose evaluations are all
+    non-finite, if there is one."""
+    every = [r for g in groups for r in g.runs]
+    nonfinite = [r for r in every if r.nonfinite_evals and not r.has_eval]
+    if nonfinite:
+        more = f" (and {len(nonfinite) - 1} more runs)" if len(nonfinite) > 1 else ""
+        return f"nothing to plot: run {nonfinite[0].path}: {nonfinite[0].no_eval_reason()}{more}"
+    return (
+        f"nothing to plot: none of the {len(every)} runs under {', '.join(dirs)} has "
+        "an evaluation record yet"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parses the flags, reads the runs, draws the picture and writes the CSV; returns
     the exit status."""
@@ -86,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     error = runs.no_run_error(args.dirs)
     if error:
         return _fail(error)
-    groups = runs.group_runs(runs.load_runs(args.dirs))
+    loaded, skipped = _load(runs, args.dirs)
+    if not loaded:
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        return _fail(f"no readable run: {skipped[0]}{more}")
+    groups = runs.group_runs(loaded)
     curves, notes = plotting.group_curves(
         groups, x=args.x, aggregate=args.aggregate, reps=args.reps
     )
@@ -94,20 +128,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{_PROG}: note: {note}", flush=True)
     num_runs = sum(len(g.runs) for g in groups)
     if not curves:
-        return _fail(
-            f"nothing to plot: none of the {num_runs} runs under {', '.join(args.dirs)} has "
-            "an evaluation record yet",
-            EXIT_NOTHING,
-        )
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        return _fail(_nothing_to_plot(groups, args.dirs), EXIT_NOTHING)
+    csv_path = plotting.csv_path_for(out)
     try:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         plotting.plot_curves(curves, out, x=args.x, aggregate=args.aggregate, title=args.title)
+        plotting.write_csv(curves, csv_path, x=args.x)
+    except OSError as err:  # a folder that is read-only, a full disk
+        where = err.filename or out
+        return _fail(f"--out '{args.out}': cannot write '{where}': {err.strerror or err}")
     except ValueError as err:  # e.g. a format matplotlib does not write
         return _fail(f"--out '{args.out}': {err}")
     except ImportError as err:
         return _fail(f"{err}: plotting needs matplotlib (pip install 'alf[research]')")
-    csv_path = plotting.csv_path_for(out)
-    plotting.write_csv(curves, csv_path, x=args.x)
     envs = len({c.group.env for c in curves})
     used = sum(c.seeds for c in curves)
     print(

@@ -10,7 +10,9 @@ mean ± std and as IQM with a 95% stratified-bootstrap confidence interval (comp
 rliable when it can be imported), the best return, wall-clock time and env steps/s. The
 footer names the interval's method and library; notes list runs without an evaluation
 (not in the statistics) and runs still training. ``--metadata`` adds the fields of each
-run's ``run_info.json``. Exit status: 0, or 2 for bad arguments.
+run's ``run_info.json``. A run whose ``config.gin`` or ``progress.jsonl`` cannot be
+read (not UTF-8 text) is skipped with a warning line naming the file. Exit status: 0, or
+2 for bad arguments (no readable run, an ``--out`` that cannot be written).
 """
 
 from __future__ import annotations
@@ -60,7 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     error = runs.no_run_error(args.dirs)
     if error:
         return _fail(error)
-    groups = runs.group_runs(runs.load_runs(args.dirs))
+    skipped: list[str] = []
+    loaded = runs.load_runs(args.dirs, skipped=skipped.append)
+    if not loaded:
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        return _fail(f"no readable run: {skipped[0]}{more}")
+    for line in skipped:
+        print(f"{_PROG}: warning: skipped a run: {line}", file=sys.stderr, flush=True)
+    groups = runs.group_runs(loaded)
     text = report.build_report(groups, metadata=args.metadata, reps=args.reps)
     sys.stdout.write(text)
     sys.stdout.flush()

@@ -72,7 +72,9 @@ def group_curves(
     for group in groups:
         runs = []
         for run in group.runs:
-            if not run.has_eval:
+            if run.nonfinite_evals and not run.has_eval:
+                notes.append(f"{group.label}: {run.path}: {run.no_eval_reason()}: left out")
+            elif not run.has_eval:
                 notes.append(f"{group.label}: {run.path} has no evaluation yet ({run.status})")
             elif not np.isfinite(_run_xy(run, x)[0]).any():
                 notes.append(f"{group.label}: {run.path} records no elapsed_s: left out")

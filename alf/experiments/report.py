@@ -216,10 +216,14 @@ def _notes(groups: Sequence[RunGroup], root: str) -> list[str]:
     for run in (r for g in groups for r in g.runs):
         where = f"{_relative(run.path, root)} ({run.label})"
         if not run.has_eval:
+            notes.append(f"{where}: {run.no_eval_reason()}: listed, not in the statistics")
+            continue
+        if run.nonfinite_evals:
             notes.append(
-                f"{where}: no evaluation yet ({run.status}): listed, not in the statistics"
+                f"{where}: {run.nonfinite_evals} of its evaluations are non-finite (NaN or "
+                "inf): left out of its numbers"
             )
-        elif run.status == "running":
+        if run.status == "running":
             notes.append(
                 f"{where}: still running: its numbers are its latest records "
                 f"({run.env_steps:,} env steps, last evaluation at {int(run.eval_steps[-1]):,})"

@@ -12,14 +12,16 @@ configuration without the seed: every ``config.gin`` binding but
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from alf.errors import UserError
 from alf.run_dir import layout
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "SEED_BINDING",
     "Run",
     "RunGroup",
+    "UnreadableRunError",
     "group_runs",
     "load_run",
     "load_runs",
@@ -43,6 +46,7 @@ EVAL_RETURN = "eval/average_return"
 # run_info.json fields that identify the configuration of a run without config.gin.
 _INFO_KEY_FIELDS = ("framework", "env_name", "algorithm", "hyperparameters", "num_env_steps")
 _SEED_DIR_RE = re.compile(r"^seed-(-?\d+)$")
+_T = TypeVar("_T")
 _MAX_LABEL_BINDINGS = 3
 
 
@@ -63,7 +67,9 @@ class Run:
         eval_steps: env steps of the evaluations, increasing.
         eval_elapsed_s: wall-clock seconds of training at each evaluation (NaN if not
             recorded).
-        eval_returns: average evaluation return at each evaluation.
+        eval_returns: average evaluation return at each evaluation (finite ones only).
+        nonfinite_evals: evaluation records whose return is NaN or infinite (left out of
+            the curve and every statistic).
         env_steps: the last recorded env steps (0 without any record).
         wall_time_s: the last recorded wall-clock seconds of training.
         status: ``status.json``'s state (``running``, ``finished``, ``stopped``,
@@ -82,6 +88,7 @@ class Run:
     eval_steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
     eval_elapsed_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     eval_returns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    nonfinite_evals: int = 0
     env_steps: int = 0
     wall_time_s: float = 0.0
     status: str = "unknown"
@@ -89,8 +96,16 @@ class Run:
 
     @property
     def has_eval(self) -> bool:
-        """Whether the run has at least one evaluation record."""
+        """Whether the run has at least one evaluation record with a finite return."""
         return len(self.eval_returns) > 0
+
+    def no_eval_reason(self) -> str:
+        """Why the run has no usable evaluation, for a note: ``no evaluation yet`` or
+        that its evaluations are all non-finite."""
+        if self.nonfinite_evals:
+            n = self.nonfinite_evals
+            return f"its {n} evaluation{'' if n == 1 else 's'} are non-finite (NaN or inf)"
+        return f"no evaluation yet ({self.status})"
 
     @property
     def final_return(self) -> float:
@@ -153,9 +168,12 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def _eval_curve(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(env steps, elapsed s, return) of the evaluations, by env steps; a step evaluated
-    twice (a resumed run redoing work after its checkpoint) keeps the later record."""
+def _eval_curve(
+    records: Sequence[dict[str, Any]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(env steps, elapsed s, return) of the evaluations with a finite return, by env
+    steps, and how many evaluations had a non-finite one; a step evaluated twice (a
+    resumed run redoing work after its checkpoint) keeps the later record."""
     by_step: dict[int, tuple[float, float]] = {}
     for record in records:
         value, step = record.get(EVAL_RETURN), record.get("env_steps")
@@ -164,18 +182,37 @@ def _eval_curve(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarr
         elapsed = record.get("elapsed_s")
         elapsed = float(elapsed) if isinstance(elapsed, (int, float)) else float("nan")
         by_step[int(step)] = (elapsed, float(value))
-    steps = sorted(by_step)
+    steps = [s for s in sorted(by_step) if math.isfinite(by_step[s][1])]
     return (
         np.asarray(steps, dtype=np.int64),
         np.asarray([by_step[s][0] for s in steps], dtype=float),
         np.asarray([by_step[s][1] for s in steps], dtype=float),
+        len(by_step) - len(steps),
     )
+
+
+class UnreadableRunError(UserError, ValueError):
+    """A run directory whose ``config.gin`` or ``progress.jsonl`` cannot be read (not
+    UTF-8 text, no permission)."""
+
+
+def _read_run_file(path: str, name: str, read: Callable[[str], _T]) -> _T:
+    """``read(path)``, with a file of the run that is not UTF-8 text or not readable
+    raised as :class:`UnreadableRunError` naming the file."""
+    try:
+        return read(path)
+    except UnicodeDecodeError as err:
+        byte = err.object[err.start : err.start + 1].hex()
+        why = f"is not UTF-8 text (byte 0x{byte})"
+    except OSError as err:
+        why = f"cannot be read ({err.strerror or err})"
+    raise UnreadableRunError(f"{os.path.join(path, name)} {why}")
 
 
 def load_run(path: str) -> Run:
     """Reads the run directory ``path`` (a run being written is fine)."""
     path = os.path.abspath(path)
-    bindings = layout.read_bindings(path)
+    bindings = _read_run_file(path, layout.CONFIG_FILE, layout.read_bindings)
     metadata = layout.read_json(os.path.join(path, layout.METADATA_FILE)) or {}
     name = os.path.basename(path)
     seed_dir = _SEED_DIR_RE.match(name)
@@ -204,8 +241,8 @@ def load_run(path: str) -> Run:
     if seed is None and seed_dir:
         seed = int(seed_dir.group(1))
 
-    records = layout.read_progress(path)
-    steps, elapsed, returns = _eval_curve(records)
+    records = _read_run_file(path, layout.PROGRESS_FILE, layout.read_progress)
+    steps, elapsed, returns, nonfinite = _eval_curve(records)
     env_steps = max((r["env_steps"] for r in records if _is_number(r.get("env_steps"))), default=0)
     wall = max((r["elapsed_s"] for r in records if _is_number(r.get("elapsed_s"))), default=0.0)
     status = layout.read_status(path) or {}
@@ -221,6 +258,7 @@ def load_run(path: str) -> Run:
         eval_steps=steps,
         eval_elapsed_s=elapsed,
         eval_returns=returns,
+        nonfinite_evals=nonfinite,
         env_steps=int(env_steps),
         wall_time_s=float(wall),
         status=str(status.get("state", "unknown")),
@@ -231,9 +269,28 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def load_runs(paths: Iterable[str]) -> list[Run]:
-    """Every run directory at or under ``paths``, read."""
-    return [load_run(p) for p in layout.find_run_dirs(paths)]
+def load_runs(
+    paths: Iterable[str], *, skipped: Callable[[str], None] | None = None
+) -> list[Run]:
+    """Every run directory at or under ``paths``, read.
+
+    Args:
+        paths: directories holding runs.
+        skipped: called with one line for each run left out because a file of it cannot
+            be read (a ``config.gin`` that is not UTF-8 text...); None: such a run raises.
+
+    Raises:
+        UnreadableRunError: a run's file cannot be read and ``skipped`` is None.
+    """
+    runs = []
+    for path in layout.find_run_dirs(paths):
+        try:
+            runs.append(load_run(path))
+        except UnreadableRunError as err:
+            if skipped is None:
+                raise
+            skipped(str(err))
+    return runs
 
 
 def no_run_error(paths: Iterable[str]) -> str | None:
