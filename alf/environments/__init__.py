@@ -10,6 +10,7 @@ from alf.environments.suite_gym import (
     UnknownEnvironmentError,
     resolve_env_id,
 )
+from alf.environments.vizdoom import VizdoomPreset
 from alf.environments.wrappers import ChannelFirst, ObservationSubset, RewardSign
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ObservationSubset",
     "RewardSign",
     "UnknownEnvironmentError",
+    "VizdoomPreset",
     "action_space_envs",
     "create_environment",
     "resolve_env_id",

@@ -6,12 +6,14 @@ the id, ``training``, ``render_mode``, ``max_episode_steps`` and ``env_kwargs``.
 is configured on ``load`` itself::
 
     suite_gym.load.preset = "atari"                  # Atari preprocessing (AtariPreset)
+    suite_gym.load.preset = "vizdoom"                # Doom scenarios (VizdoomPreset)
     suite_gym.load.wrappers = [@ObservationSubset]   # applied in order, after the preset
     suite_gym.load.legacy_api = True                 # an environment of the old gym API
 
 Ids whose namespace needs a package are registered on first use: ``ALE/...`` and the
 classic Atari ids (``PongNoFrameskip-v4``, ...) import ``ale_py`` (the ``[atari]``
-extra), ``dm_control/...`` imports ``shimmy`` (the ``[dmc]`` extra); ``module:Name-v0``
+extra), ``dm_control/...`` imports ``shimmy`` (the ``[dmc]`` extra), ``Vizdoom...`` ids
+import ``vizdoom``'s Gymnasium wrapper (the ``[vizdoom]`` extra); ``module:Name-v0``
 imports ``module``.
 """
 
@@ -61,6 +63,7 @@ class _Namespace:
 
 _ATARI = _Namespace("ale_py", "atari", "an Atari game (ALE)")
 _DMC = _Namespace("shimmy", "dmc", "a DeepMind Control task (through shimmy)")
+_VIZDOOM = _Namespace("vizdoom.gymnasium_wrapper", "vizdoom", "a VizDoom scenario")
 
 
 def _namespace_of(env_id: str) -> _Namespace | None:
@@ -68,6 +71,8 @@ def _namespace_of(env_id: str) -> _Namespace | None:
         return _ATARI
     if env_id.startswith("dm_control/"):
         return _DMC
+    if env_id.startswith("Vizdoom"):
+        return _VIZDOOM
     return None
 
 
@@ -138,18 +143,23 @@ def resolve_env_id(env_name: str) -> str:
     return env_id
 
 
-_PRESETS = ("atari",)
+_PRESETS = ("atari", "vizdoom")
 
 
 def _preset_object(preset: Any) -> Any:
     """The preset object of ``preset``: None, ``"atari"`` (an :class:`AtariPreset` built
-    with its bound options) or a preset object (e.g. ``@AtariPreset()``) as is."""
+    with its bound options), ``"vizdoom"`` (a :class:`VizdoomPreset`, likewise) or a
+    preset object (e.g. ``@AtariPreset()``) as is."""
     if preset is None or not isinstance(preset, str):
         return preset
     if preset == "atari":
         from alf.environments.atari import AtariPreset
 
         return AtariPreset()
+    if preset == "vizdoom":
+        from alf.environments.vizdoom import VizdoomPreset
+
+        return VizdoomPreset()
     raise ValueError(f"suite_gym.load.preset must be None or one of {_PRESETS}, got '{preset}'")
 
 
@@ -206,8 +216,9 @@ def load(
             e.g. ``[@ObservationSubset]`` (gin-configured classes of
             :mod:`alf.environments.wrappers`) or Gymnasium wrappers.
         preset: None, ``"atari"`` (:class:`~alf.environments.atari.AtariPreset`, its
-            options bound on ``AtariPreset``) or a preset object such as
-            ``@AtariPreset()``.
+            options bound on ``AtariPreset``), ``"vizdoom"``
+            (:class:`~alf.environments.vizdoom.VizdoomPreset`, likewise) or a preset
+            object such as ``@AtariPreset()``.
         legacy_api: the environment is written for the old ``gym`` API; it is built
             from its registered entry point and adapted
             (:func:`~alf.environments.legacy_gym.make_legacy`).
