@@ -88,3 +88,67 @@ class BadMaskedChoice(MaskedChoiceEnv):
 
 
 gym.register(id="BadMaskedChoice-v0", entry_point=BadMaskedChoice)
+
+
+class FaultyEnv(gym.Env):
+    """A tiny environment (4 observations, 2 actions, episodes of ``length`` steps,
+    reward 1) with a fault chosen by constructor keywords
+    (``create_environment.env_kwargs``), for the environment-fault tests.
+
+    ``fault``: ``raise_reset`` (reset raises ``ZeroDivisionError``), ``raise_step``
+    (step ``at`` raises ``ZeroDivisionError``), ``legacy_step`` (step returns the old
+    4-tuple), ``vector_reward`` (a reward of shape (2,)), ``none_reward`` (reward None),
+    ``never_ends`` (no episode ends), ``hang_reset`` / ``hang_step`` (the call sleeps
+    for an hour at step ``at``), or None. ``only_seed``: only the environment first reset
+    with this seed misbehaves (None: all of them).
+    """
+
+    def __init__(
+        self,
+        *,
+        fault: str | None = None,
+        at: int = 1,
+        only_seed: int | None = None,
+        length: int = 20,
+    ) -> None:
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.fault, self.at, self.only_seed, self.length = fault, at, only_seed, length
+        self.faulty = only_seed is None
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        if seed is not None and self.only_seed is not None:
+            self.faulty = seed == self.only_seed
+        self.t = 0
+        if self.faulty and self.fault == "raise_reset":
+            _ = 1 / 0  # the user's bug
+        if self.faulty and self.fault == "hang_reset":
+            import time
+
+            time.sleep(3600)
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        obs = np.full(4, 0.01 * (self.t % 50), np.float32)
+        reward: Any = 1.0
+        ends = self.t >= self.length and self.fault != "never_ends"
+        if self.faulty and self.t >= self.at:
+            if self.fault == "raise_step":
+                _ = self.t / 0  # the user's bug
+            if self.fault == "hang_step":
+                import time
+
+                time.sleep(3600)
+            if self.fault == "legacy_step":
+                return obs, reward, ends, {}
+            if self.fault == "vector_reward":
+                reward = np.ones(2)
+            if self.fault == "none_reward":
+                reward = None
+        return obs, reward, ends, False, {}
+
+
+gym.register(id="FaultyEnv-v0", entry_point=FaultyEnv)

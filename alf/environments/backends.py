@@ -27,6 +27,7 @@ import gymnasium as gym
 
 from alf.environments import suite_gym
 from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.env_guard import GuardedEnv
 from alf.environments.gymnasium_environment import GymnasiumEnvironment
 from alf.environments.suite_gym import resolve_env_id
 
@@ -86,11 +87,22 @@ def sync_backend(request: BackendRequest) -> AlfEnvironment:
     """``"sync"``: a Gymnasium ``SyncVectorEnv`` of ``suite_gym.load`` environments, in
     this process (cheap environments)."""
     resolve_env_id(request.env_name)  # an unknown id fails here, with close matches
-    make_one = functools.partial(suite_gym.load, request.env_name, **request.load_args)
+    makers = [
+        functools.partial(_guarded_load, request, request.first_env_index + i)
+        for i in range(request.num_envs)
+    ]
     vector_env = gym.vector.SyncVectorEnv(
-        [make_one] * request.num_envs, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
+        makers, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
     )
     return _gymnasium_environment(vector_env, request)
+
+
+def _guarded_load(request: BackendRequest, index: int) -> gym.Env:
+    """Environment ``index`` (run-wide) of the request, made by ``suite_gym.load`` and
+    guarded (:class:`~alf.environments.env_guard.GuardedEnv`: what its ``reset`` and
+    ``step`` raise or wrongly return is one line naming it)."""
+    env = suite_gym.load(request.env_name, **request.load_args)
+    return GuardedEnv(env, env_name=request.env_name, index=index)
 
 
 def _gymnasium_environment(

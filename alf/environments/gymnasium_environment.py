@@ -17,6 +17,13 @@ from alf.environments.data_check import (
     EnvironmentDataError,
     describe_observation_mismatch,
 )
+from alf.environments.env_guard import (
+    CallTimer,
+    CallWatchdog,
+    EnvironmentCallError,
+    describe_exception,
+)
+from alf.errors import AlfError
 from alf.tensor_specs import from_gym_space
 
 __all__ = ["GymnasiumEnvironment"]
@@ -99,6 +106,15 @@ class GymnasiumEnvironment(AlfEnvironment):
             drop=drop_nonfinite,
         )
         self._last_observation: Any = None
+        self._timer: CallTimer | None = None
+
+    def watch_calls(self, watchdog: CallWatchdog) -> None:
+        """Has ``watchdog`` time every ``reset`` and ``step`` of the batch from now on."""
+        self._timer = watchdog.add(f"'{self._env_name}' ({self._describe_indices()})")
+
+    def _describe_indices(self) -> str:
+        first, last = self._first_index, self._first_index + self._num_envs - 1
+        return f"environment {first}" if first == last else f"environments {first}..{last}"
 
     @property
     def num_clipped_actions(self) -> int:
@@ -130,12 +146,21 @@ class GymnasiumEnvironment(AlfEnvironment):
             return _to_tensor(obs, self._observation_spec)
         return nest.map_structure(_to_tensor, obs, self._observation_spec)
 
-    def _vector_call(self, call: Any, *args: Any, **kwargs: Any) -> Any:
-        """Calls the vector env; an observation that its space cannot hold (the vector env
-        fails to batch it) becomes an :class:`EnvironmentDataError` naming the env."""
+    def _vector_call(self, name: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """Calls the vector env's ``name`` (timed, if :meth:`watch_calls`); an
+        observation that its space cannot hold (the vector env fails to batch it) becomes
+        an :class:`EnvironmentDataError` naming the env, any other exception an
+        :class:`EnvironmentCallError` (the per-environment guards of the ``sync`` backend
+        name the environment; this names the batch)."""
         try:
+            if self._timer is not None:
+                return self._timer.timed(name, call, *args, **kwargs)
             return call(*args, **kwargs)
-        except (ValueError, TypeError) as err:
+        except AlfError:
+            raise
+        except Exception as err:
+            if not isinstance(err, ValueError | TypeError):
+                raise self._call_error(name, err) from err
             space = self._env.single_observation_space
             for i, obs in enumerate(getattr(self._env, "_env_obs", None) or ()):
                 problem = describe_observation_mismatch(
@@ -147,10 +172,16 @@ class GymnasiumEnvironment(AlfEnvironment):
                 )
                 if problem:
                     raise EnvironmentDataError(problem) from err
-            raise
+            raise self._call_error(name, err) from err
+
+    def _call_error(self, name: str, err: Exception) -> EnvironmentCallError:
+        return EnvironmentCallError(
+            f"the {self._describe_indices()} of '{self._env_name}' raised in {name}(): "
+            f"{describe_exception(err)}"
+        )
 
     def reset(self) -> TimeStep:
-        obs, _ = self._vector_call(self._env.reset, seed=self._seed)
+        obs, _ = self._vector_call("reset", self._env.reset, seed=self._seed)
         self._seed = None  # later resets continue the seeded random streams
         self._first_next = np.zeros(self._num_envs, dtype=bool)
         self._any_first_next = False
@@ -163,7 +194,7 @@ class GymnasiumEnvironment(AlfEnvironment):
 
     def step(self, action: Any) -> TimeStep:
         np_action, applied = self._actions(action, self._first_next)
-        obs, reward, terminated, truncated, _ = self._vector_call(self._env.step, np_action)
+        obs, reward, terminated, truncated, _ = self._vector_call("step", self._env.step, np_action)
         if not (self._any_first_next or terminated.any() or truncated.any()):
             # The usual step: every environment is mid-episode (no masks needed).
             first, last = self._no_env, self._no_env
