@@ -483,7 +483,8 @@ def diff_bindings(
     """Human-readable differences between two :func:`current_bindings` results.
 
     Args:
-        old, new: the bindings to compare.
+        old: the bindings to compare ...
+        new: ... with these.
         ignore_prefixes: bindings starting with one of these are not compared.
 
     Returns:

@@ -82,7 +82,8 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         entropy_coef: weight of the entropy bonus.
         normalize_advantages: normalise advantages within each mini-batch.
         reward_scale: rewards are multiplied by this before computing targets.
-        num_epochs, mini_batch_size: see :class:`OnPolicyAlgorithm` (A2C: 1 and None).
+        num_epochs: see :class:`OnPolicyAlgorithm` (A2C: 1).
+        mini_batch_size: see :class:`OnPolicyAlgorithm` (A2C: None).
         fused_rollout: evaluate the actor and value networks together in
             ``rollout_step`` when both are plain MLPs of the same shape on the same
             observation (:class:`~alf.networks.fused_actor_value.FusedActorValue`: one

@@ -77,8 +77,9 @@ class DqnAlgorithm(OffPolicyAlgorithm):
         epsilon_greedy: exploration rate of rollouts.
         double_q: use double-DQN targets.
         huber_delta: where the Huber loss turns from quadratic to linear.
-        target_update_tau, target_update_period: see :class:`TargetUpdater` (by default
-            a hard copy every 500 updates).
+        target_update_tau: see :class:`TargetUpdater` (by default 1.0, a hard copy).
+        target_update_period: see :class:`TargetUpdater` (by default a copy every 500
+            updates).
         encoder_ctor: None, or builds the (recurrent) observation encoder from
             ``input_spec`` (see above); it must have ``output_size``, ``state_spec``,
             ``step`` and ``unroll`` (as :class:`~alf.networks.EncodingNetwork` has).

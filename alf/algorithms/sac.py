@@ -96,7 +96,8 @@ class SacAlgorithm(OffPolicyAlgorithm):
         target_entropy: entropy the temperature aims for (default: ``-action_dim`` for
             continuous actions, ``0.3 * log(num_actions)`` for discrete ones).
         fixed_alpha: keep ``alpha`` at ``initial_alpha``.
-        target_update_tau, target_update_period: see :class:`TargetUpdater`.
+        target_update_tau: see :class:`TargetUpdater`.
+        target_update_period: see :class:`TargetUpdater`.
         encoder_ctor: None, or builds the shared (recurrent) observation encoder from
             ``input_spec`` (see above); it must have ``output_size``, ``state_spec``,
             ``step`` and ``unroll`` (as :class:`~alf.networks.EncodingNetwork` has).

@@ -284,7 +284,10 @@ def configured_options(
 
     Args:
         env_name: the environment id (passed to ``load``, not resolved).
-        training, render_mode, max_episode_steps, env_kwargs: as for ``load``.
+        training: as for ``load``.
+        render_mode: as for ``load``.
+        max_episode_steps: as for ``load``.
+        env_kwargs: as for ``load``.
 
     Returns:
         The configured wrappers, preset object and ``legacy_api`` flag.

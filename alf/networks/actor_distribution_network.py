@@ -206,9 +206,10 @@ class ActorDistributionNetwork(nn.Module):
             Stable-Baselines3 and CleanRL have it: near std 1 an optimizer step moves
             it about 1.6x as far as softplus does). ``min_std`` is added either way;
             with ``state_dependent_std`` the log-std output is clamped to [-20, 2].
-        input_preprocessors, conv_layer_params, lstm_hidden_size: passed to the
-            :class:`EncodingNetwork` encoder when given (when None, a gin binding of
-            ``EncodingNetwork`` may still set them). With ``lstm_hidden_size`` the
+        input_preprocessors: passed to the :class:`EncodingNetwork` encoder when given
+            (when None, a gin binding of ``EncodingNetwork`` may still set it).
+        conv_layer_params: passed to the encoder like ``input_preprocessors``.
+        lstm_hidden_size: passed to the encoder like ``input_preprocessors``. With it the
             network is recurrent: step it with :meth:`step`.
 
     Raises:

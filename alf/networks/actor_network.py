@@ -30,8 +30,10 @@ class ActorNetwork(nn.Module):
         action_spec: continuous :class:`BoundedTensorSpec` with finite bounds.
         fc_layer_params: hidden layer sizes.
         activation: name of the hidden activation.
-        input_preprocessors, conv_layer_params: the observation encoder, see
-            :class:`EncodingNetwork` (None: as bound in gin, by default none).
+        input_preprocessors: the observation encoder's, see :class:`EncodingNetwork`
+            (None: as bound in gin, by default none).
+        conv_layer_params: the observation encoder's, see :class:`EncodingNetwork`
+            (None: as bound in gin, by default none).
     """
 
     def __init__(

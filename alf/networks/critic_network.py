@@ -51,7 +51,8 @@ def observation_torsos(
         input_spec: nest of specs of one observation.
         num_replicas: number of independent torsos.
         activation: activation of the conv layers.
-        input_preprocessors, conv_layer_params: see :class:`EncodingNetwork`.
+        input_preprocessors: see :class:`EncodingNetwork`.
+        conv_layer_params: see :class:`EncodingNetwork`.
 
     Returns:
         The torsos (None when they would only flatten) and their output size.
@@ -105,8 +106,10 @@ class CriticNetwork(nn.Module):
         fc_layer_params: hidden layer sizes.
         activation: name of the hidden activation.
         num_replicas: number of independent critics (2 for SAC's and TD3's twins).
-        input_preprocessors, conv_layer_params: the observation encoder, see
-            :class:`EncodingNetwork` (None: as bound in gin, by default none).
+        input_preprocessors: the observation encoder's, see :class:`EncodingNetwork`
+            (None: as bound in gin, by default none).
+        conv_layer_params: the observation encoder's, see :class:`EncodingNetwork`
+            (None: as bound in gin, by default none).
     """
 
     def __init__(
@@ -169,8 +172,10 @@ class QNetwork(nn.Module):
         fc_layer_params: hidden layer sizes.
         activation: name of the hidden activation.
         num_replicas: number of independent Q networks (2 for discrete SAC).
-        input_preprocessors, conv_layer_params: the observation encoder, see
-            :class:`EncodingNetwork` (None: as bound in gin, by default none).
+        input_preprocessors: the observation encoder's, see :class:`EncodingNetwork`
+            (None: as bound in gin, by default none).
+        conv_layer_params: the observation encoder's, see :class:`EncodingNetwork`
+            (None: as bound in gin, by default none).
     """
 
     def __init__(

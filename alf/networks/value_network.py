@@ -23,9 +23,10 @@ class ValueNetwork(nn.Module):
         input_spec: nest of :class:`TensorSpec` of one observation.
         fc_layer_params: sizes of the hidden layers.
         activation: name of the hidden activation.
-        input_preprocessors, conv_layer_params, lstm_hidden_size: passed to the
-            :class:`EncodingNetwork` encoder when given (when None, a gin binding of
-            ``EncodingNetwork`` may still set them). With ``lstm_hidden_size`` the
+        input_preprocessors: passed to the :class:`EncodingNetwork` encoder when given
+            (when None, a gin binding of ``EncodingNetwork`` may still set it).
+        conv_layer_params: passed to the encoder like ``input_preprocessors``.
+        lstm_hidden_size: passed to the encoder like ``input_preprocessors``. With it the
             network is recurrent: step it with :meth:`step`.
     """
 

@@ -224,8 +224,10 @@ class SquashedNormal(td.Distribution):
     to the bounds (``mid + half * tanh`` can round one ulp past them).
 
     Args:
-        loc, scale: parameters of the Normal, shaped ``[B, *event_shape]``.
-        low, high: action bounds, shaped ``event_shape``.
+        loc: mean of the Normal, shaped ``[B, *event_shape]``.
+        scale: standard deviation of the Normal, shaped ``[B, *event_shape]``.
+        low: lower action bound, shaped ``event_shape``.
+        high: upper action bound, shaped ``event_shape``.
         event_dims: number of trailing dimensions that form one action.
     """
 

@@ -38,7 +38,10 @@ def generalized_advantage_estimation(
     """GAE(lambda) advantages and lambda-returns.
 
     Args:
-        rewards, values, step_types, discounts: ``[T+1, B]`` time-major tensors.
+        rewards: ``[T+1, B]`` time-major tensor.
+        values: ``[T+1, B]`` time-major tensor.
+        step_types: ``[T+1, B]`` time-major tensor.
+        discounts: ``[T+1, B]`` time-major tensor.
         gamma: discount factor.
         td_lambda: GAE's lambda (1 gives Monte-Carlo advantages, 0 one-step TD).
 
@@ -77,8 +80,11 @@ def n_step_return(
     must not be LAST (such a row starts no transition; mask it out of the loss).
 
     Args:
-        rewards, discounts, step_types: ``[n+1, B]`` as stored (row ``k`` holds the
-            reward and discount of arriving at step ``k``).
+        rewards: ``[n+1, B]`` as stored (row ``k`` holds the reward of arriving at step
+            ``k``).
+        discounts: ``[n+1, B]`` as stored (row ``k`` holds the discount of arriving at
+            step ``k``).
+        step_types: ``[n+1, B]`` as stored.
         values: ``[n+1, B]`` bootstrap values of each row's observation (row 0 unused).
         gamma: discount factor.
 
@@ -128,11 +134,16 @@ def vtrace(
     ``min(clip_pg_rho, r_t) (R_{t+1} + gamma d_{t+1} v_{t+1} - V_t)``, 0 on LAST rows.
 
     Args:
-        rewards, values, step_types, discounts: ``[T+1, B]`` time-major tensors.
+        rewards: ``[T+1, B]`` time-major tensor.
+        values: ``[T+1, B]`` time-major tensor.
+        step_types: ``[T+1, B]`` time-major tensor.
+        discounts: ``[T+1, B]`` time-major tensor.
         log_rhos: ``[T, B]`` (or ``[T+1, B]``, last row unused) log importance ratios.
         gamma: discount factor.
         td_lambda: lambda of the traces.
-        clip_rho, clip_c, clip_pg_rho: the truncation levels.
+        clip_rho: truncation level of the importance weights of the value targets.
+        clip_c: truncation level of the trace coefficients.
+        clip_pg_rho: truncation level of the policy-gradient importance weights.
 
     Returns:
         ``(vs, advantages)``, both ``[T, B]``.
