@@ -96,10 +96,12 @@ class FaultyEnv(gym.Env):
     (``create_environment.env_kwargs``), for the environment-fault tests.
 
     ``fault``: ``raise_reset`` (reset raises ``ZeroDivisionError``), ``raise_step``
-    (step ``at`` raises ``ZeroDivisionError``), ``legacy_step`` (step returns the old
+    (the ``at``-th step since the environment was made raises ``ZeroDivisionError``; the
+    faults below also start there), ``legacy_step`` (step returns the old
     4-tuple), ``vector_reward`` (a reward of shape (2,)), ``none_reward`` (reward None),
-    ``never_ends`` (no episode ends), ``hang_reset`` / ``hang_step`` (the call sleeps
-    for an hour at step ``at``), or None. ``only_seed``: only the environment first reset
+    ``never_ends`` (no episode ends), ``hang_reset`` (reset sleeps for an hour),
+    ``hang_step`` (a step sleeps for an hour), ``spin_step`` (a step loops in Python for
+    an hour), or None. ``only_seed``: only the environment first reset
     with this seed misbehaves (None: all of them).
     """
 
@@ -116,6 +118,7 @@ class FaultyEnv(gym.Env):
         self.fault, self.at, self.only_seed, self.length = fault, at, only_seed, length
         self.faulty = only_seed is None
         self.t = 0
+        self.total = 0  # steps since the environment was made
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
@@ -132,16 +135,23 @@ class FaultyEnv(gym.Env):
 
     def step(self, action: Any) -> Any:
         self.t += 1
+        self.total += 1
         obs = np.full(4, 0.01 * (self.t % 50), np.float32)
         reward: Any = 1.0
         ends = self.t >= self.length and self.fault != "never_ends"
-        if self.faulty and self.t >= self.at:
+        if self.faulty and self.total >= self.at:
             if self.fault == "raise_step":
                 _ = self.t / 0  # the user's bug
             if self.fault == "hang_step":
                 import time
 
                 time.sleep(3600)
+            if self.fault == "spin_step":
+                import time
+
+                end = time.monotonic() + 3600
+                while time.monotonic() < end:
+                    pass
             if self.fault == "legacy_step":
                 return obs, reward, ends, {}
             if self.fault == "vector_reward":

@@ -131,6 +131,15 @@ class GymnasiumEnvironment(AlfEnvironment):
         return self._num_envs
 
     @property
+    def max_episode_steps(self) -> int | None:
+        """The environments' own time limit (their spec's ``max_episode_steps``; None if
+        they have none or it is unknown)."""
+        spec = self._env.spec
+        if spec is None and getattr(self._env, "envs", None):
+            spec = self._env.envs[0].spec
+        return getattr(spec, "max_episode_steps", None)
+
+    @property
     def gym_env(self) -> gym.vector.VectorEnv:
         """The wrapped Gymnasium vector environment."""
         return self._env

@@ -145,6 +145,7 @@ def build_components(
                 algorithm=policy,
                 num_episodes=config.num_eval_episodes,
                 device=parts.policy_device,
+                max_episode_steps=config.max_eval_episode_steps,
             )
         except BaseException:
             parts.close()

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
+from absl import logging
 
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import TimeStep
@@ -14,7 +16,7 @@ from alf.unrollers.episode_tracker import EpisodeTracker
 from alf.unrollers.sync_unroller import reset_state_on_first
 from alf.utils.device import to_device
 
-__all__ = ["EvalResult", "Evaluator", "greedy_step"]
+__all__ = ["DEFAULT_MAX_EVAL_EPISODE_STEPS", "EvalResult", "Evaluator", "greedy_step"]
 
 
 def greedy_step(
@@ -44,12 +46,21 @@ def greedy_step(
     return step.output, step.state, transform_state
 
 
+DEFAULT_MAX_EVAL_EPISODE_STEPS = 100_000
+"""The cap of an evaluated (or played) episode of an environment without a time limit of
+its own (``TrainerConfig.max_eval_episode_steps``, ``play --max_episode_steps``)."""
+
+
 @dataclass
 class EvalResult:
-    """Returns and lengths of the evaluated episodes."""
+    """Returns and lengths of the evaluated episodes.
+
+    ``num_cut_episodes`` of them were cut at the step cap (their return is partial)."""
 
     returns: list[float]
     lengths: list[int]
+    num_cut_episodes: int = 0
+    max_episode_steps: int | None = None
 
     @property
     def average_return(self) -> float:
@@ -69,12 +80,22 @@ class Evaluator:
     Each of the ``B`` environments plays its share of the episodes (the first
     ``num_episodes % B`` play one more), so short episodes are not over-represented.
 
+    An episode that reaches ``max_episode_steps`` steps without ending is cut there: it
+    counts with its return so far (:attr:`EvalResult.num_cut_episodes`, and a warning
+    line), and its environment waits until every environment with episodes left to play
+    waits too; then the whole batch is reset and play goes on. So an environment that
+    never ends an episode cannot hang evaluation.
+
     Args:
         env: the evaluation environment (separate from the training one).
         algorithm: supplies ``predict_step``.
         num_episodes: episodes per evaluation.
         device: the algorithm's device when it is not the CPU (time steps are copied
             there, actions back).
+        max_episode_steps: the cap of an episode (None: the environment's own time limit,
+            ``env.max_episode_steps``, if it has one, else
+            :data:`DEFAULT_MAX_EVAL_EPISODE_STEPS`).
+        cap_setting: the setting that chooses the cap, named in the warning.
     """
 
     def __init__(
@@ -84,57 +105,96 @@ class Evaluator:
         algorithm: RLAlgorithm,
         num_episodes: int,
         device: torch.device | None = None,
+        max_episode_steps: int | None = None,
+        cap_setting: str = "TrainerConfig.max_eval_episode_steps",
     ) -> None:
         if num_episodes < 1:
             raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
+        if max_episode_steps is not None and max_episode_steps < 1:
+            raise ValueError(f"{cap_setting} must be >= 1 or None, got {max_episode_steps}")
         self.env = env
         self.algorithm = algorithm
         self.num_episodes = num_episodes
         self.device = device
+        own_limit = getattr(env, "max_episode_steps", None)
+        self.max_episode_steps = max_episode_steps or own_limit or DEFAULT_MAX_EVAL_EPISODE_STEPS
+        self.cap_setting = cap_setting
 
     @torch.no_grad()
     def evaluate(self, max_steps: int = 10_000_000) -> EvalResult:
-        """Plays the episodes and returns their returns and lengths."""
-        batch = self.env.batch_size
-        quota = [self.num_episodes // batch + (i < self.num_episodes % batch) for i in range(batch)]
-        done = [0] * batch
-        returns: list[float] = []
-        lengths: list[int] = []
-        tracker = EpisodeTracker(batch_size=batch)
+        """Plays the episodes and returns their returns and lengths (at most
+        ``max_steps`` batched steps in all)."""
         was_training = self.algorithm.training
         self.algorithm.eval()
         try:
-            time_step = self.env.reset()
-            state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
-            transformer = self.algorithm.data_transformer
-            transform_state = transformer.initial_state(batch)
-            device = self.device
-            if device is not None:  # (the state is already there: zero_state)
-                transform_state = to_device(transform_state, device)
-            for _ in range(max_steps):
-                tracker.update(time_step)
-                completed = zip(
-                    tracker.completed_env_ids,
-                    tracker.completed_returns,
-                    tracker.completed_lengths,
-                    strict=True,
-                )
-                for env_id, ret, length in completed:
-                    if done[env_id] < quota[env_id]:
-                        done[env_id] += 1
-                        returns.append(ret)
-                        lengths.append(length)
-                tracker.pop_completed()
-                if len(returns) >= self.num_episodes:
-                    break
-                policy_input = time_step if device is None else to_device(time_step, device)
-                action, state, transform_state = greedy_step(
-                    self.algorithm, policy_input, state, transform_state
-                )
-                action = action if device is None else to_device(action, "cpu")
-                time_step = self.env.step(action)
+            result = self._play(max_steps)
         finally:
             self.algorithm.train(was_training)
-        if not returns:
+        if not result.returns:
             raise RuntimeError(f"No evaluation episode finished within {max_steps} steps")
-        return EvalResult(returns=returns, lengths=lengths)
+        if result.num_cut_episodes:
+            logging.warning(
+                "%d of %d evaluation episodes did not end within %d steps and were cut "
+                "there (%s): their returns are partial",
+                result.num_cut_episodes,
+                len(result.returns),
+                self.max_episode_steps,
+                self.cap_setting,
+            )
+        return result
+
+    def _restart(self) -> tuple[TimeStep, Any, Any]:
+        """Resets the batch: its first time step, policy state and transformers' state."""
+        batch = self.env.batch_size
+        time_step = self.env.reset()
+        state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
+        transform_state = self.algorithm.data_transformer.initial_state(batch)
+        if self.device is not None:  # (the state is already there: zero_state)
+            transform_state = to_device(transform_state, self.device)
+        return time_step, state, transform_state
+
+    def _play(self, max_steps: int) -> EvalResult:
+        batch, cap = self.env.batch_size, self.max_episode_steps
+        quota = np.array(
+            [self.num_episodes // batch + (i < self.num_episodes % batch) for i in range(batch)]
+        )
+        done = np.zeros(batch, dtype=np.int64)
+        waiting = np.zeros(batch, dtype=bool)  # cut, waiting for the batch's reset
+        result = EvalResult(returns=[], lengths=[], max_episode_steps=cap)
+        tracker = EpisodeTracker(batch_size=batch)
+        device = self.device
+        time_step, state, transform_state = self._restart()
+        for _ in range(max_steps):
+            tracker.update(time_step)
+            completed = zip(
+                tracker.completed_env_ids,
+                tracker.completed_returns,
+                tracker.completed_lengths,
+                strict=True,
+            )
+            for env_id, ret, length in completed:
+                if not waiting[env_id] and done[env_id] < quota[env_id]:
+                    done[env_id] += 1
+                    result.returns.append(ret)
+                    result.lengths.append(length)
+            tracker.pop_completed()
+            playing = ~waiting & (done < quota)
+            for env_id in np.flatnonzero(playing & (tracker.current_lengths >= cap)):
+                done[env_id] += 1
+                waiting[env_id] = True
+                result.returns.append(float(tracker.current_returns[env_id]))
+                result.lengths.append(int(tracker.current_lengths[env_id]))
+                result.num_cut_episodes += 1
+            if len(result.returns) >= self.num_episodes:
+                break
+            if waiting.any() and not (~waiting & (done < quota)).any():
+                waiting[:] = False
+                time_step, state, transform_state = self._restart()
+                continue
+            policy_input = time_step if device is None else to_device(time_step, device)
+            action, state, transform_state = greedy_step(
+                self.algorithm, policy_input, state, transform_state
+            )
+            action = action if device is None else to_device(action, "cpu")
+            time_step = self.env.step(action)
+        return result

@@ -18,6 +18,11 @@ from alf.trainers.algorithm_builder import build_algorithm
 from alf.trainers.collection import build_collector, learning_setup, steps_this_iteration
 from alf.trainers.components import build_components
 from alf.trainers.data_parallel import Ranks, configure_training
+from alf.trainers.env_faults import (
+    COLLECTION_FAILURES,
+    checkpoint_healthy_learner,
+    start_env_watchdog,
+)
 from alf.trainers.evaluator import EvalResult
 from alf.trainers.resume import (
     check_resumed_config,
@@ -97,6 +102,7 @@ class RLTrainer:
         self.summary: SummaryLogger | None = None
         self.unroller: Collector | None = None
         """The run's collector (sync or async; named for the unrollers it was)."""
+        self._watchdog = None  # times the environments' calls (TrainerConfig.env_timeout_s)
         self._lock = RunDirLock(root_dir=root_dir) if self.is_main else None
         try:
             self._build(config, root_dir)
@@ -161,6 +167,7 @@ class RLTrainer:
             ),
             device=parts.policy_device,
         )
+        self._watchdog = start_env_watchdog(self)
         if not self.is_main:
             return
         self.checkpointer.remove_stale_temporaries()
@@ -195,7 +202,13 @@ class RLTrainer:
         """Collects and learns once, then publishes the parameters to the collector;
         returns the statistics and this rank's env steps."""
         try:
-            trajectory = self.unroller.collect(steps_this_iteration(self.config, self.iteration))
+            try:
+                trajectory = self.unroller.collect(
+                    steps_this_iteration(self.config, self.iteration)
+                )
+            except COLLECTION_FAILURES:
+                checkpoint_healthy_learner(self)  # the learner is fine: keep what it learned
+                raise
             stats = self.algorithm.learn(trajectory)
         finally:
             # The CPU copy collects (sync) and evaluates (both).
@@ -252,7 +265,11 @@ class RLTrainer:
         """Evaluates now, writes the eval summary, and returns the result."""
         if self.evaluator is None:
             return None
-        result = self.evaluator.evaluate()
+        try:
+            result = self.evaluator.evaluate()
+        except COLLECTION_FAILURES:
+            checkpoint_healthy_learner(self)
+            raise
         self.last_eval = result
         target = self.config.stop_at_eval_return
         if target is not None and result.average_return >= target:
@@ -384,6 +401,9 @@ class RLTrainer:
     def close(self) -> None:
         """Closes the environments and summary files and releases ``root_dir``
         (idempotent)."""
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
         if self.unroller is not None:
             self.unroller.close()
             self.unroller = None

@@ -102,6 +102,8 @@ def write_eval_summary(
         {
             "average_return": result.average_return,
             "average_episode_length": result.average_episode_length,
+            # Only when some were cut (TrainerConfig.max_eval_episode_steps).
+            **({"cut_episodes": result.num_cut_episodes} if result.num_cut_episodes else {}),
         },
         counters,
         env_steps=summary_step,

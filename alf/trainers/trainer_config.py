@@ -24,6 +24,8 @@ RESUMABLE_SETTINGS = tuple(
         "eval_interval",
         "num_eval_episodes",
         "num_eval_environments",
+        "max_eval_episode_steps",
+        "env_timeout_s",
         "evaluate",
         "checkpoint_interval",
         "num_checkpoints",
@@ -79,6 +81,21 @@ class TrainerConfig:
         eval_interval: iterations between evaluations (0: only at the end).
         num_eval_episodes: episodes per evaluation.
         num_eval_environments: environments stepped together during evaluation.
+        max_eval_episode_steps: the cap of an evaluation episode: one that has not ended
+            after this many steps is cut there, counted with its partial return, and
+            reported (a warning line and ``eval/cut_episodes`` in ``progress.jsonl``), so
+            an environment that never ends an episode cannot hang evaluation. None (the
+            default): the environment's own time limit if it has one (its spec's
+            ``max_episode_steps``), else
+            :data:`~alf.trainers.evaluator.DEFAULT_MAX_EVAL_EPISODE_STEPS` (100,000).
+        env_timeout_s: seconds one ``reset`` or ``step`` of the learner's own
+            environments (``sync`` and ``vector_entry_point`` backends, training and
+            evaluation) may take before the run stops with one line naming the call and
+            the environments (exit status 3, ``status.json`` ``failed``, a final
+            checkpoint). A call hung in Python code is interrupted; one hung in C code
+            cannot be, so after 5 more seconds the process ends itself the same way.
+            None: no timeout. (Async actors have their own heartbeat,
+            ``AsyncUnroller.heartbeat_timeout_s``.)
         evaluate: whether to evaluate at all.
         checkpoint_interval: iterations between checkpoints (one is also written at the
             end and on SIGINT/SIGTERM).
@@ -185,6 +202,8 @@ class TrainerConfig:
     eval_interval: int = 0
     num_eval_episodes: int = 10
     num_eval_environments: int = 10
+    max_eval_episode_steps: int | None = None
+    env_timeout_s: float | None = 600.0
     evaluate: bool = True
     checkpoint_interval: int = 100
     num_checkpoints: int = 3
@@ -236,6 +255,16 @@ class TrainerConfig:
             "'bfloat16', 'float16' or None",
         )
         self._check(self.distributed_timeout_s > 0, "distributed_timeout_s", "> 0")
+        self._check(
+            self.max_eval_episode_steps is None or self.max_eval_episode_steps >= 1,
+            "max_eval_episode_steps",
+            ">= 1 or None (the environment's own time limit)",
+        )
+        self._check(
+            self.env_timeout_s is None or self.env_timeout_s > 0,
+            "env_timeout_s",
+            "> 0 or None (no timeout)",
+        )
         self._check(self.initial_collect_steps >= 0, "initial_collect_steps", ">= 0")
         self._check(self.eval_interval >= 0, "eval_interval", ">= 0 (0: only at the end)")
         self._check(

@@ -46,6 +46,20 @@ class EpisodeTracker:
             self.completed_lengths += self._lengths[ids].tolist()
             self.completed_env_ids += ids.tolist()
 
+    @property
+    def current_returns(self) -> np.ndarray:
+        """Each environment's return so far in its current episode (read-only view)."""
+        view = self._returns.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def current_lengths(self) -> np.ndarray:
+        """Each environment's steps so far in its current episode (read-only view)."""
+        view = self._lengths.view()
+        view.flags.writeable = False
+        return view
+
     def pop_completed(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the episodes completed since the last call."""
         returns, lengths = self.completed_returns, self.completed_lengths
