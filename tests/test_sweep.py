@@ -4,20 +4,24 @@ resuming interrupted ones after Ctrl-C, a failing run among good ones, and bad i
 
 from __future__ import annotations
 
+import glob
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from helpers_cli import (
     CONF,
+    REPO,
     checkpoint_steps,
     error_lines,
     popen_cli,
     read_progress,
     run_cli,
     stop_process,
+    train_cmd,
     wait_for,
 )
 
@@ -249,3 +253,103 @@ def test_ctrl_c_stops_every_run_with_a_checkpoint_and_a_rerun_resumes_them(tmp_p
         assert len(resumed_line) == 1, log[-3000:]
         assert f"{stopped_at[run]} env steps" in resumed_line[0]
         assert status(run)["env_steps"] >= budget
+
+
+# ------------------------------------------------------------------ kill -9, adoption
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie left to a non-reaping init is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+LONG = (*SMALL[1:], "TrainerConfig.num_env_steps=2000000")
+
+
+def test_kill_9_of_a_sweep_leaves_no_orphan_and_a_rerun_resumes(tmp_path):
+    root = tmp_path / "sweep"
+    run = root / "ppo_cart_pole" / "seed-0"
+    proc, out_path, _ = popen_cli(sweep_cmd(root, "--jobs=1", params=LONG), tmp_path / "logs")
+    try:
+        wait_for(lambda: checkpoint_steps(run), timeout=240, proc=proc, what="a checkpoint")
+        child = status(run)["pid"]
+        proc.kill()  # kill -9 of the sweep alone: no chance to stop its run
+        proc.wait(timeout=30)
+    finally:
+        stop_process(proc)
+    # The kernel sends the run SIGTERM (its parent died): it checkpoints and exits.
+    wait_for(lambda: not running(child), timeout=120, what="the orphaned run to exit")
+    assert status(run)["state"] == "stopped"
+    stopped_at = status(run)["env_steps"]
+
+    again = run_cli(
+        sweep_cmd(root, params=(*SMALL[1:], f"TrainerConfig.num_env_steps={stopped_at + 512}")),
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "FAILED" not in again.stdout and "in use" not in again.stdout
+    assert status(run)["state"] == "finished"
+    resumed = [line for line in (run / "train.log").read_text().splitlines() if "Resumed" in line]
+    assert len(resumed) == 1 and f"{stopped_at} env steps" in resumed[0]
+
+
+def test_a_sweep_adopts_a_run_still_training_in_its_directory(tmp_path):
+    root = tmp_path / "sweep"
+    run = root / "ppo_cart_pole" / "seed-0"
+    # A run of the same point and seed started by hand (or left by an earlier sweep).
+    params = (*LONG, "TrainerConfig.random_seed=0")
+    by_hand, _, _ = popen_cli(train_cmd(run, *params), tmp_path / "hand")
+    sweep = None
+    try:
+        wait_for(lambda: checkpoint_steps(run), timeout=240, proc=by_hand, what="a checkpoint")
+        sweep, out_path, _ = popen_cli(sweep_cmd(root, params=LONG), tmp_path / "logs")
+        wait_for(
+            lambda: "sweep: adopted ppo_cart_pole/seed-0" in out_path.read_text(),
+            timeout=120,
+            proc=sweep,
+            what="the sweep to adopt the run",
+        )
+        assert by_hand.poll() is None  # not a second trainer failing on the lock
+        sweep.send_signal(signal.SIGINT)  # stopping the sweep stops the adopted run
+        assert sweep.wait(timeout=120) == 130
+        assert by_hand.wait(timeout=60) == 0
+    finally:
+        stop_process(by_hand)
+        if sweep is not None:
+            stop_process(sweep)
+    out = out_path.read_text()
+    assert f"pid {by_hand.pid}" in out and "FAILED" not in out and "in use" not in out, out
+    assert "sweep: stopped ppo_cart_pole/seed-0" in out
+    assert status(run)["state"] == "stopped"
+
+
+def test_a_second_ctrl_c_kills_cleanly(tmp_path):
+    """Second Ctrl-C: the runs' process groups are killed; nothing stays in /dev/shm,
+    status.json says stopped (not running), and no unrelated log line is quoted."""
+    root = tmp_path / "sweep"
+    conf = REPO / "alf" / "examples" / "appo_cart_pole.gin"
+    run = root / "appo_cart_pole" / "seed-0"
+    cmd = [sys.executable, "-m", "alf.bin.sweep", f"--conf={conf}", f"--root_dir={root}"]
+    cmd.append("--conf_param=TrainerConfig.num_env_steps=2000000")
+    proc, out_path, _ = popen_cli(cmd, tmp_path / "logs")
+
+    def semaphores() -> list[str]:
+        return glob.glob(f"/dev/shm/sem.alf_{status(run)['pid']}-*")
+
+    try:
+        wait_for(lambda: (run / "status.json").is_file(), 240, proc, what="the run's start")
+        wait_for(lambda: semaphores(), timeout=240, proc=proc, what="the actors' semaphores")
+        learner = status(run)["pid"]
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        stop_process(proc)
+    out = out_path.read_text()
+    assert "sweep: killed appo_cart_pole/seed-0" in out and "FAILED" not in out, out
+    assert not running(learner)
+    assert not glob.glob(f"/dev/shm/sem.alf_{learner}-*")
+    assert status(run)["state"] == "stopped" and "SIGKILL" in status(run)["killed"]

@@ -12,7 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from alf.experiments.grid import GridPoint, expand_grid
-from alf.experiments.launcher import RunProcess, RunSpec, run_progress, run_stopping_on_signals
+from alf.experiments.launcher import (
+    RunProcess,
+    RunSpec,
+    launch,
+    run_progress,
+    run_stopping_on_signals,
+)
 from alf.run_dir import layout
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "Sweep", "SweepRun", "parse_seeds"]
@@ -189,9 +195,15 @@ class Sweep:
 
     def _start_pending(self) -> None:
         for run in self._pending()[: max(0, self.jobs - len(self._running()))]:
-            run.process = RunProcess(run.spec)
+            run.process = launch(run.spec)
             run.state = "running"
-            self.out(f"sweep: started {run.name} (log: {run.process.log_path})")
+            if run.process.adopted:
+                self.out(
+                    f"sweep: adopted {run.name}: pid {run.process.pid} (of an earlier sweep, "
+                    f"or started by hand) still trains in it (log: {run.process.log_path})"
+                )
+            else:
+                self.out(f"sweep: started {run.name} (log: {run.process.log_path})")
 
     def _reap(self) -> None:
         for run in self._running():
@@ -199,8 +211,18 @@ class Sweep:
             if code is None:
                 continue
             run.exit_code = code
+            if run.process.killed:  # a second Ctrl-C
+                run.process.after_kill()
+                run.state = "stopped"
+                self.out(f"sweep: killed {run.name} (no new checkpoint; rerun to resume)")
+                continue
             status = layout.read_status(run.spec.run_dir) or {}
             state = status.get("state")
+            if run.process.adopted and not self._stop and state != layout.RunStatus.FINISHED:
+                if state in (layout.RunStatus.STOPPED, "interrupted"):
+                    run.state = "pending"  # it stopped with its old sweep: resume it
+                    self.out(f"sweep: adopted {run.name} stopped ({state}); resuming it")
+                    continue
             if code == 0 and state == layout.RunStatus.FINISHED:
                 run.state = "done"
                 self.out(f"sweep: finished {run.name}: {self._describe(run)}")

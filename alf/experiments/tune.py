@@ -19,7 +19,13 @@ from typing import Any
 
 from alf.errors import UserError
 from alf.experiments.grid import split_top_level
-from alf.experiments.launcher import RunProcess, RunSpec, run_stopping_on_signals
+from alf.experiments.launcher import (
+    RunProcess,
+    RunSpec,
+    launch,
+    run_holder,
+    run_stopping_on_signals,
+)
 from alf.run_dir import layout
 
 __all__ = [
@@ -267,6 +273,7 @@ class Tuner:
         self._seed = seed
         self._stop = False
         self._running: list[_Trial] = []
+        self._resume: list[tuple[Any, set[int]]] = []  # open trials to launch again
         self.first_failure = ""
         """The first trial failure of this command, as a line (empty: none)."""
 
@@ -323,19 +330,43 @@ class Tuner:
     def _bindings(self, params: dict[str, Any]) -> tuple[str, ...]:
         return tuple(f"{s.name}={s.gin_value(params[s.name])}" for s in self.space)
 
+    def _run_dir(self, number: int) -> str:
+        return os.path.join(self.root_dir, f"trial-{number:04d}")
+
     def _launch(self, trial: Any, reported_steps: set[int]) -> None:
-        run_dir = os.path.join(self.root_dir, f"trial-{trial.number:04d}")
         spec = RunSpec(
-            run_dir=run_dir,
+            run_dir=self._run_dir(trial.number),
             conf=self.conf,
             conf_params=(*self.conf_params, *self._bindings(trial.params)),
         )
-        process = RunProcess(spec)
+        process = launch(spec)  # adopts a process still training in the trial's dir
         self._running.append(
             _Trial(trial=trial, process=process, reported_steps=set(reported_steps))
         )
         shown = ", ".join(self._bindings(trial.params))
-        self.out(f"tune: trial {trial.number} started: {shown} (log: {process.log_path})")
+        verb = f"adopted (pid {process.pid} still trains in it)" if process.adopted else "started"
+        self.out(f"tune: trial {trial.number} {verb}: {shown} (log: {process.log_path})")
+
+    def _settle_finished(self, study: Any, trial: Any) -> bool:
+        """Tells the study the result of an open trial whose run finished while no tuner
+        watched it (the tuner was killed); returns whether it did."""
+        from optuna.trial import TrialState
+
+        run_dir = self._run_dir(trial.number)
+        status = layout.read_status(run_dir) or {}
+        if run_holder(run_dir) is not None or status.get("state") != layout.RunStatus.FINISHED:
+            return False
+        value = read_objective(run_dir, self.objective)
+        if value is None:
+            study.tell(trial, state=TrialState.FAIL)
+            self.out(f"tune: trial {trial.number} had finished without an evaluation: failed")
+        else:
+            study.tell(trial, value)
+            self.out(
+                f"tune: trial {trial.number} had finished while no tuner watched it: "
+                f"{self.objective} eval {value:.2f}"
+            )
+        return True
 
     # ------------------------------------------------------------------- loop
     def request_stop(self) -> None:
@@ -357,19 +388,22 @@ class Tuner:
 
         study = self._open_study()
         distributions = {s.name: s.distribution() for s in self.space}
-        # Trials left running by an interrupted tuner resume from their checkpoints.
-        stale = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
-        done = len(study.get_trials(deepcopy=False)) - len(stale)
-        self.out(
-            f"tune: study {os.path.join(self.root_dir, STUDY_FILE)}: {done} trials done, "
-            f"{len(stale)} to resume, {max(0, self.num_trials - done - len(stale))} to start"
-        )
+        # Trials left open by an interrupted tuner: told now if their run finished,
+        # else resumed from their checkpoints (or adopted, if their process still runs).
         # Optuna has no public way back from a stored trial to a reportable one; its
         # trial id is what its Trial objects are made of. Evaluations reported before
         # the interruption are not reported again.
-        resume = [
-            (optuna.trial.Trial(study, t._trial_id), set(t.intermediate_values)) for t in stale
-        ]
+        stale = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING]
+        resume = self._resume
+        for frozen in stale:
+            trial = optuna.trial.Trial(study, frozen._trial_id)
+            if not self._settle_finished(study, trial):
+                resume.append((trial, set(frozen.intermediate_values)))
+        done = len(study.get_trials(deepcopy=False)) - len(resume)
+        self.out(
+            f"tune: study {os.path.join(self.root_dir, STUDY_FILE)}: {done} trials done, "
+            f"{len(resume)} to resume, {max(0, self.num_trials - done - len(resume))} to start"
+        )
         while True:
             self._poll(study)
             if self._stop:
@@ -415,7 +449,16 @@ class Tuner:
             self._running.remove(item)
             number = item.trial.number
             state = (layout.read_status(run_dir) or {}).get("state")
-            if item.pruned:
+            if item.process.killed:  # a second Ctrl-C
+                item.process.after_kill()
+                self.out(f"tune: trial {number} killed (resumed by the next tune command)")
+            elif item.process.adopted and not (item.pruned or self._stop) and state in (
+                layout.RunStatus.STOPPED,
+                "interrupted",
+            ):
+                self._resume.append((item.trial, item.reported_steps or set()))
+                self.out(f"tune: adopted trial {number} stopped ({state}); resuming it")
+            elif item.pruned:
                 study.tell(item.trial, state=TrialState.PRUNED)
                 self.out(f"tune: trial {number} pruned after {item.evaluations} evaluations")
             elif code == 0 and state == layout.RunStatus.FINISHED:

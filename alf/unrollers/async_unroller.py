@@ -23,7 +23,12 @@ from alf.environments.data_check import EnvironmentDataError
 from alf.errors import TrainingError
 from alf.unrollers.actor import ActorChannels, ActorSetup, FragmentMessage, actor_main
 from alf.unrollers.collector import Collector
-from alf.unrollers.shared_memory import FragmentPool, SharedParameters
+from alf.unrollers.shared_memory import (
+    SEMAPHORE_PREFIX,
+    FragmentPool,
+    SharedParameters,
+    remove_stale_semaphores,
+)
 
 __all__ = ["ActorError", "ActorTimeoutError", "AsyncUnroller", "Fragment"]
 
@@ -188,8 +193,10 @@ class AsyncUnroller(Collector):
         self._dropped_episodes: dict[int, int] = {}
         self._reset_stats()
 
-        # Named semaphores carry this pid (/dev/shm/sem.alf_<pid>-*), as torch's segments do.
-        mp.current_process()._config["semprefix"] = f"/alf_{os.getpid()}"
+        # Named semaphores carry this pid (/dev/shm/sem.alf_<pid>-*), as torch's segments do;
+        # those of killed runs (pid gone) are removed first.
+        remove_stale_semaphores()
+        mp.current_process()._config["semprefix"] = SEMAPHORE_PREFIX.format(pid=os.getpid())
         ctx = mp.get_context("spawn")
         self._channels = ActorChannels(
             pool=FragmentPool(

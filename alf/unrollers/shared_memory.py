@@ -7,6 +7,8 @@ indices, versions) travel between processes.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 import torch
@@ -14,7 +16,47 @@ import torch
 from alf import nest
 from alf.tensor_specs import TensorSpec
 
-__all__ = ["FragmentPool", "SharedParameters"]
+__all__ = ["SEMAPHORE_PREFIX", "FragmentPool", "SharedParameters", "remove_stale_semaphores"]
+
+SEMAPHORE_PREFIX = "/alf_{pid}"
+"""Prefix of the named semaphores of an asynchronous learner's queues, locks and events
+(``/dev/shm/sem.alf_<pid>-*``): the pid names their owner, so what a killed run left can
+be told from what a live one uses."""
+
+_SEMAPHORE_FILE = re.compile(r"^sem\.alf_(\d+)-")
+
+
+def remove_stale_semaphores(shm_dir: str = "/dev/shm") -> int:
+    """Removes the named semaphores of learners that are gone (a SIGKILL of a run's
+    process group gives multiprocessing no chance to unlink them); returns how many.
+
+    Called when an asynchronous run starts, so what a killed run left does not pile up.
+    """
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        match = _SEMAPHORE_FILE.match(name)
+        if not match or _pid_alive(int(match.group(1))):
+            continue
+        try:
+            os.unlink(os.path.join(shm_dir, name))
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class FragmentPool:
