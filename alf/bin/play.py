@@ -32,7 +32,13 @@ from alf.bin.cli import declare_main_flags, print_error, stray_arguments_error
 from alf.run_dir import layout
 
 flags.DEFINE_string("root_dir", None, "Directory of a training run.")
-flags.DEFINE_integer("checkpoint_step", None, "Iteration of the checkpoint (default: newest).")
+flags.DEFINE_string("checkpoint_step", None, "Iteration of the checkpoint (default: newest).")
+flags.DEFINE_string(
+    "max_episode_steps",
+    None,
+    "Cut an episode that has not ended after this many steps, and say so (default: the "
+    "environment's own time limit, else 100000).",
+)
 flags.DEFINE_integer("num_episodes", 10, "Episodes to play.")
 flags.DEFINE_integer("seed", 12345, "Seed of the played environment.")
 flags.DEFINE_string("record_file", None, "Write a video of the episodes to this .mp4 file.")
@@ -46,6 +52,7 @@ FLAGS = flags.FLAGS
 _OWN_FLAGS = (
     "root_dir",
     "checkpoint_step",
+    "max_episode_steps",
     "num_episodes",
     "seed",
     "record_file",
@@ -88,6 +95,8 @@ def main(argv: list[str]) -> None:
         _fail("--root_dir is required")
     if FLAGS.num_episodes < 1:
         _fail(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
+    checkpoint_step = _count_flag("checkpoint_step", minimum=0)
+    max_episode_steps = _count_flag("max_episode_steps", minimum=1)
     root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
     conf_path = os.path.join(root_dir, layout.CONFIG_FILE)
     if not os.path.isfile(conf_path):
@@ -104,7 +113,7 @@ def main(argv: list[str]) -> None:
             render_mode = "rgb_array" if FLAGS.record_file else None
             env, algorithm = load_trained_run(
                 root_dir,
-                checkpoint_step=FLAGS.checkpoint_step,
+                checkpoint_step=checkpoint_step,
                 seed=FLAGS.seed,
                 render_mode=render_mode,
                 conf_params=FLAGS.conf_param,
@@ -129,22 +138,48 @@ def main(argv: list[str]) -> None:
             _fail(f"cannot load the run from '{root_dir}': {err}")
 
         recorder = _FrameRecorder(env, writer) if writer else env
-        evaluator = Evaluator(env=recorder, algorithm=algorithm, num_episodes=FLAGS.num_episodes)
+        evaluator = Evaluator(
+            env=recorder,
+            algorithm=algorithm,
+            num_episodes=FLAGS.num_episodes,
+            max_episode_steps=max_episode_steps,
+            cap_setting="--max_episode_steps",
+        )
         try:
             result = evaluator.evaluate()
         except _RenderError as err:
             _fail(f"cannot record video of {_env_name()!r}: rendering failed: {err}")
+        except AlfError as err:  # the environment failed (one line naming it)
+            sys.exit(print_error("alf.bin.play", str(err), err.exit_code))
         played = True
     finally:
         if writer is not None:
             writer.close(keep=played)
         if env is not None:
             env.close()
-    for i, (ret, length) in enumerate(zip(result.returns, result.lengths, strict=True)):
-        print(f"episode {i}: return {ret:.2f}, length {length}", flush=True)
+    for i, (ret, length, cut) in enumerate(
+        zip(result.returns, result.lengths, result.cut, strict=True)
+    ):
+        note = f" (cut: not ended within {length} steps, --max_episode_steps)" if cut else ""
+        print(f"episode {i}: return {ret:.2f}, length {length}{note}", flush=True)
     if writer is not None:
         print(f"video: {FLAGS.record_file} ({writer.num_frames} frames)", flush=True)
     print(f"average_return: {result.average_return}", flush=True)
+
+
+def _count_flag(name: str, *, minimum: int) -> int | None:
+    """The value of the integer flag ``name`` (None if not given); anything but an
+    integer >= ``minimum`` is one error line (exit status 2)."""
+    text = FLAGS[name].value
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        _fail(f"--{name} must be an integer >= {minimum}, got {text!r}")
+    return value
 
 
 def load_trained_run(

@@ -117,6 +117,8 @@ class GuardedEnv(gym.Wrapper):
         self._env_name = env_name
         self._index = index
         self._t = 0
+        self.timer: CallTimer | None = None
+        """The timer of the batch, told which environment is being called."""
 
     def _raised(self, call: str, err: Exception) -> EnvironmentCallError:
         at = f" at step {self._t} of its episode" if call == "step" else ""
@@ -130,6 +132,8 @@ class GuardedEnv(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         self._t = 0
+        if self.timer is not None:
+            self.timer.current = self._index
         try:
             result = self.env.reset(**kwargs)
         except AlfError:
@@ -145,6 +149,8 @@ class GuardedEnv(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict]:
         self._t += 1
+        if self.timer is not None:
+            self.timer.current = self._index
         try:
             result = self.env.step(action)
         except AlfError:
@@ -208,6 +214,8 @@ class CallTimer:
         self.describe = describe
         self.lock = threading.Lock()
         self.call: str | None = None
+        self.current: int | None = None
+        """The environment being called (as far as known: the ``sync`` backend's)."""
         self.started = 0.0
         self.thread_id = 0
         self.failure: str | None = None
@@ -219,7 +227,7 @@ class CallTimer:
             EnvironmentTimeoutError: the watchdog interrupted it.
         """
         self.thread_id = threading.get_ident()
-        self.call, self.started = call, time.monotonic()
+        self.call, self.current, self.started = call, None, time.monotonic()
         try:
             try:
                 return function(*args, **kwargs)
@@ -280,8 +288,9 @@ class CallWatchdog:
                 with timer.lock:
                     late = timer.call is not None and now - timer.started > self.timeout_s
                     if late:
+                        which = "" if timer.current is None else f"environment {timer.current} "
                         timer.failure = (
-                            f"{timer.call}() of {timer.describe} has not returned after "
+                            f"{timer.call}() of {which}{timer.describe} has not returned after "
                             f"{now - timer.started:.0f} s ({self.setting}={self.timeout_s:g}): "
                             "the environment hangs"
                         )

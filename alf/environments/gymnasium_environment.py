@@ -21,6 +21,7 @@ from alf.environments.env_guard import (
     CallTimer,
     CallWatchdog,
     EnvironmentCallError,
+    GuardedEnv,
     describe_exception,
 )
 from alf.errors import AlfError
@@ -111,6 +112,9 @@ class GymnasiumEnvironment(AlfEnvironment):
     def watch_calls(self, watchdog: CallWatchdog) -> None:
         """Has ``watchdog`` time every ``reset`` and ``step`` of the batch from now on."""
         self._timer = watchdog.add(f"'{self._env_name}' ({self._describe_indices()})")
+        for env in getattr(self._env, "envs", ()):
+            if isinstance(env, GuardedEnv):
+                env.timer = self._timer
 
     def _describe_indices(self) -> str:
         first, last = self._first_index, self._first_index + self._num_envs - 1

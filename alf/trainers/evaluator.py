@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,14 +53,18 @@ its own (``TrainerConfig.max_eval_episode_steps``, ``play --max_episode_steps``)
 
 @dataclass
 class EvalResult:
-    """Returns and lengths of the evaluated episodes.
-
-    ``num_cut_episodes`` of them were cut at the step cap (their return is partial)."""
+    """Returns and lengths of the evaluated episodes; ``cut[i]``: episode ``i`` was cut
+    at the step cap ``max_episode_steps`` (its return is partial)."""
 
     returns: list[float]
     lengths: list[int]
-    num_cut_episodes: int = 0
+    cut: list[bool] = field(default_factory=list)
     max_episode_steps: int | None = None
+
+    @property
+    def num_cut_episodes(self) -> int:
+        """Episodes cut at the step cap."""
+        return sum(self.cut)
 
     @property
     def average_return(self) -> float:
@@ -134,7 +138,7 @@ class Evaluator:
             raise RuntimeError(f"No evaluation episode finished within {max_steps} steps")
         if result.num_cut_episodes:
             logging.warning(
-                "%d of %d evaluation episodes did not end within %d steps and were cut "
+                "%d of %d episodes played did not end within %d steps and were cut "
                 "there (%s): their returns are partial",
                 result.num_cut_episodes,
                 len(result.returns),
@@ -177,6 +181,7 @@ class Evaluator:
                     done[env_id] += 1
                     result.returns.append(ret)
                     result.lengths.append(length)
+                    result.cut.append(False)
             tracker.pop_completed()
             playing = ~waiting & (done < quota)
             for env_id in np.flatnonzero(playing & (tracker.current_lengths >= cap)):
@@ -184,7 +189,7 @@ class Evaluator:
                 waiting[env_id] = True
                 result.returns.append(float(tracker.current_returns[env_id]))
                 result.lengths.append(int(tracker.current_lengths[env_id]))
-                result.num_cut_episodes += 1
+                result.cut.append(True)
             if len(result.returns) >= self.num_episodes:
                 break
             if waiting.any() and not (~waiting & (done < quota)).any():
