@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from alf.config import configurable
@@ -21,6 +22,9 @@ __all__ = [
     "resolve_env_id",
 ]
 
+
+MAX_PARALLEL_ENVIRONMENTS = 65_536
+"""The default bound of ``create_environment.max_parallel_environments``."""
 
 VECTORIZATION_MODES = tuple(BACKENDS)
 """How a batch of environments is stepped: in-process Gymnasium vector envs (``sync``,
@@ -45,6 +49,7 @@ def create_environment(
     rank: int = 0,
     drop_nonfinite: bool = False,
     first_env_index: int = 0,
+    max_parallel_environments: int = MAX_PARALLEL_ENVIRONMENTS,
 ) -> AlfEnvironment:
     """Creates a batch of ``num_parallel_environments`` Gymnasium environments.
 
@@ -99,6 +104,10 @@ def create_environment(
             ``"subprocess"`` only).
         first_env_index: the run-wide index of this batch's first environment (before
             the rank's offset), named in errors: set for a subprocess worker's group.
+        max_parallel_environments: the most environments one process may build (this
+            rank's share; refused before anything is built: a count far beyond what a
+            machine holds would otherwise build for minutes and crash). Raise it for a
+            machine that holds more.
 
     Returns:
         An :class:`AlfEnvironment` of batch size ``num_parallel_environments /
@@ -126,6 +135,7 @@ def create_environment(
             f"total over all ranks and must be divisible by the {num_ranks} ranks"
         )
     num_parallel_environments //= num_ranks
+    _check_capacity(num_parallel_environments, max_parallel_environments, backend, num_workers)
     first_env_index += rank * num_parallel_environments
     if seed is not None:
         seed += rank * num_parallel_environments
@@ -150,3 +160,37 @@ def create_environment(
         ),
     )
     return backend(request)
+
+
+def _check_capacity(
+    num_envs: int, max_envs: int, backend: Backend, num_workers: int | None
+) -> None:
+    """Refuses, before anything is built, more environments than
+    ``max_parallel_environments`` in one process, or (``"subprocess"``) more worker
+    processes than the open-file limit can connect."""
+    if num_envs > max_envs:
+        raise ValueError(
+            f"create_environment.num_parallel_environments={num_envs} (per process) is more "
+            f"than create_environment.max_parallel_environments={max_envs}: building them "
+            "would take minutes and likely exhaust memory; raise max_parallel_environments "
+            "if this machine really holds them"
+        )
+    if backend is BACKENDS["subprocess"]:
+        import resource
+
+        workers = min(num_workers or os.cpu_count() or 1, num_envs)
+        soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        needed = _FDS_PER_WORKER * workers + _FDS_RESERVED
+        if soft_limit != resource.RLIM_INFINITY and needed > soft_limit:
+            raise ValueError(
+                f"create_environment.num_workers={workers} worker processes need about "
+                f"{needed} open files, more than this process's limit of {soft_limit} "
+                "(ulimit -n): use fewer workers or raise the limit"
+            )
+
+
+_FDS_PER_WORKER = 4
+"""Open files of the parent per subprocess worker (its pipe, shared memory, sentinel)."""
+
+_FDS_RESERVED = 256
+"""Open files left for everything else of the process."""
