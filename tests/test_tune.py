@@ -4,6 +4,7 @@ interrupted by Ctrl-C and resumed from its checkpoint."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -174,3 +175,55 @@ def test_an_interrupted_trial_resumes_from_its_checkpoint(tmp_path):
     assert "0 trials done, 1 to resume, 0 to start" in again.stdout
     assert "tune: trial 0 finished" in again.stdout
     assert "Resumed from" in (trial_dir / "train.log").read_text()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie left to a non-reaping init is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _trial_command(trial_dir: Path, budget: int) -> list[str]:
+    """The ``alf.bin.train`` command tune ran for a trial (its log's ``$`` line), with
+    ``budget`` env steps."""
+    line = next(x for x in (trial_dir / "train.log").read_text().splitlines() if x[:2] == "$ ")
+    words = line[2:].split(" ")
+    budget_flag = "--conf_param=TrainerConfig.num_env_steps="
+    return [f"{budget_flag}{budget}" if w.startswith(budget_flag) else w for w in words]
+
+
+def test_kill_9_of_tune_leaves_no_orphan_and_the_study_agrees_with_the_runs(tmp_path):
+    root = tmp_path / "study"
+    trial_dir = root / "trial-0000"
+    proc, _, _ = popen_cli(
+        tune_cmd(root, LR_SPACE, "--trials=1", steps=2_000_000), tmp_path / "logs"
+    )
+    try:
+        wait_for(lambda: checkpoint_steps(trial_dir), timeout=240, proc=proc, what="a checkpoint")
+        child = json.loads((trial_dir / "status.json").read_text())["pid"]
+        proc.kill()  # kill -9 of the tuner alone
+        proc.wait(timeout=30)
+    finally:
+        stop_process(proc)
+    # No orphan: the trial gets SIGTERM from the kernel, checkpoints and exits.
+    wait_for(lambda: not _running(child), timeout=120, what="the orphaned trial to exit")
+    stopped = json.loads((trial_dir / "status.json").read_text())
+    assert stopped["state"] == "stopped"
+    # The trial then finishes with no tuner watching (as an orphan of an older ALF did).
+    budget = stopped["env_steps"] + 4 * 256
+    cmd = _trial_command(trial_dir, budget)
+    assert run_cli(cmd, timeout=240).returncode == 0
+    runs_before = snapshot(trial_dir)
+
+    again = run_cli(tune_cmd(root, LR_SPACE, "--trials=1", steps=budget), timeout=240)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "tune: trial 0 had finished while no tuner watched it: last eval" in again.stdout
+    assert "1 trials done, 0 to resume, 0 to start" in again.stdout
+    assert "1 complete, 0 pruned, 0 fail trials" in again.stdout
+    assert "FAIL" not in again.stdout.replace("0 fail", "")
+    assert "started" not in again.stdout  # not launched again
+    assert sorted(p.name for p in root.glob("trial-*")) == ["trial-0000"]
+    assert snapshot(trial_dir) == runs_before
