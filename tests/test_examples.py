@@ -22,6 +22,7 @@ NEEDS = {
     "common/mujoco_": ("mujoco", "mujoco"),
     "envpool": ("envpool", "envpool"),
     'preset = "atari"': ("ale_py", "atari"),
+    'preset = "vizdoom"': ("vizdoom", "vizdoom"),
     "dm_control/": ("shimmy", "dmc"),
 }
 
