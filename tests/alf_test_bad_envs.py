@@ -101,8 +101,9 @@ class FaultyEnv(gym.Env):
     4-tuple), ``vector_reward`` (a reward of shape (2,)), ``none_reward`` (reward None),
     ``never_ends`` (no episode ends), ``hang_reset`` (reset sleeps for an hour),
     ``hang_step`` (a step sleeps for an hour), ``spin_step`` (a step loops in Python for
-    an hour), or None. ``only_seed``: only the environment first reset
-    with this seed misbehaves (None: all of them).
+    an hour), ``kill_self`` (SIGKILL to its own process: an actor killed), or None.
+    ``only_seed``: only the environment first reset with this seed misbehaves (None: all
+    of them).
     """
 
     def __init__(
@@ -146,6 +147,10 @@ class FaultyEnv(gym.Env):
                 import time
 
                 time.sleep(3600)
+            if self.fault == "kill_self":  # as kill -9 of the process stepping it
+                import signal
+
+                os.kill(os.getpid(), signal.SIGKILL)
             if self.fault == "spin_step":
                 import time
 
