@@ -16,27 +16,38 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
-from absl import app, flags
+from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error
 
-from alf.bin.cli import declare_main_flags, print_error, stray_arguments_error
 
-flags.DEFINE_string("root_dir", None, "Directory of a training run.")
-flags.DEFINE_string("format", None, "Export format: onnx or torchscript.")
-flags.DEFINE_string("out", None, "The file to write.")
-flags.DEFINE_string(
-    "checkpoint",
-    None,
-    "Iteration of the run's checkpoint, or the path of a checkpoint file (default: newest).",
-)
-flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
-flags.DEFINE_multi_string(
-    "trust_module",
-    [],
-    "A module the run's config.gin may import (your own configurables); see docs/security.md.",
-)
-FLAGS = flags.FLAGS
-_OWN_FLAGS = ("root_dir", "format", "out", "checkpoint", "conf_param", "trust_module")
+def build_parser() -> ToolParser:
+    """The command line of ``alf.bin.export``."""
+    parser = ToolParser(module="alf.bin.export", doc=__doc__, takes_bindings=True)
+    parser.add_argument("--root_dir", help="directory of a training run")
+    parser.add_argument("--format", help="export format: onnx or torchscript")
+    parser.add_argument("--out", help="the file to write")
+    parser.add_argument(
+        "--checkpoint",
+        help="iteration of the run's checkpoint, or the path of a checkpoint file "
+        "(default: newest)",
+    )
+    parser.add_argument(
+        "--conf_param",
+        action="append",
+        default=[],
+        metavar="BINDING",
+        help="a gin binding applied after config.gin (repeatable)",
+    )
+    parser.add_argument(
+        "--trust_module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module the run's config.gin may import, your own configurables "
+        "(repeatable); see docs/security.md",
+    )
+    return parser
 
 
 def _fail(message: str) -> None:
@@ -58,23 +69,21 @@ def _check_out(path: str) -> None:
         _fail(f"cannot write --out '{path}': '{parent}' is not writable")
 
 
-def main(argv: list[str]) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Loads the run and writes its policy; see the module docstring."""
-    stray = stray_arguments_error(argv, takes_bindings=True)
-    if stray:
-        _fail(stray)
-    if not FLAGS.root_dir:
+    args = build_parser().parse(argv)
+    if not args.root_dir:
         _fail("--root_dir is required")
-    if not FLAGS.format:
+    if not args.format:
         _fail("--format is required (onnx or torchscript)")
-    if not FLAGS.out:
+    if not args.out:
         _fail("--out is required")
-    _check_out(FLAGS.out)
+    _check_out(args.out)
     from alf.errors import AlfError
     from alf.run_dir.layout import check_run_dir
 
-    root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
-    checkpoint: int | str | None = FLAGS.checkpoint
+    root_dir = os.path.abspath(os.path.expanduser(args.root_dir))
+    checkpoint: int | str | None = args.checkpoint
     if checkpoint is not None and checkpoint.strip().isdigit():
         checkpoint = int(checkpoint)
     env = None
@@ -84,7 +93,7 @@ def main(argv: list[str]) -> None:
         from alf.export import check_format, export_policy
         from alf.run_dir.checkpoints import read_run_checkpoint
 
-        check_format(FLAGS.format)
+        check_format(args.format)
         run_checkpoint = read_run_checkpoint(root_dir, checkpoint)
 
         import gymnasium
@@ -97,14 +106,16 @@ def main(argv: list[str]) -> None:
             env, algorithm = load_trained_run(
                 root_dir,
                 checkpoint=run_checkpoint,
-                conf_params=FLAGS.conf_param,
-                trusted_modules=FLAGS.trust_module,
+                conf_params=args.conf_param,
+                trusted_modules=args.trust_module,
             )
-            result = export_policy(algorithm, FLAGS.out, format=FLAGS.format)
+            result = export_policy(algorithm, args.out, format=args.format)
         except (gymnasium.error.Error, ValueError, TypeError) as err:
+            if not isinstance(err, AlfError):
+                exit_on_user_code_failure(err, "alf.bin.export", "while the run was being rebuilt")
             _fail(str(err))
         except OSError as err:
-            _fail(f"cannot write --out '{FLAGS.out}': {err}")
+            _fail(f"cannot write --out '{args.out}': {err}")
     except AlfError as err:
         _fail(str(err))
     except (RuntimeError, KeyError) as err:
@@ -122,8 +133,7 @@ def main(argv: list[str]) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    declare_main_flags(FLAGS, _OWN_FLAGS, __doc__)
-    app.run(main)
+    main()
 
 
 if __name__ == "__main__":

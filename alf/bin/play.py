@@ -26,39 +26,51 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from absl import app, flags
 
-from alf.bin.cli import declare_main_flags, print_error, stray_arguments_error
+from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error
 from alf.run_dir import layout
 
-flags.DEFINE_string("root_dir", None, "Directory of a training run.")
-flags.DEFINE_string("checkpoint_step", None, "Iteration of the checkpoint (default: newest).")
-flags.DEFINE_string(
-    "max_episode_steps",
-    None,
-    "Cut an episode that has not ended after this many steps, and say so (default: the "
-    "environment's own time limit, else 100000).",
-)
-flags.DEFINE_integer("num_episodes", 10, "Episodes to play.")
-flags.DEFINE_integer("seed", 12345, "Seed of the played environment.")
-flags.DEFINE_string("record_file", None, "Write a video of the episodes to this .mp4 file.")
-flags.DEFINE_multi_string("conf_param", [], "Extra gin bindings applied after config.gin.")
-flags.DEFINE_multi_string(
-    "trust_module",
-    [],
-    "A module the run's config.gin may import (your own configurables); see docs/security.md.",
-)
-FLAGS = flags.FLAGS
-_OWN_FLAGS = (
-    "root_dir",
-    "checkpoint_step",
-    "max_episode_steps",
-    "num_episodes",
-    "seed",
-    "record_file",
-    "conf_param",
-    "trust_module",
-)
+
+def build_parser() -> ToolParser:
+    """The command line of ``alf.bin.play``."""
+    parser = ToolParser(module="alf.bin.play", doc=__doc__, takes_bindings=True)
+    parser.add_argument("--root_dir", help="directory of a training run")
+    parser.add_argument(
+        "--checkpoint",
+        "--checkpoint_step",
+        dest="checkpoint",
+        help="iteration of the run's checkpoint, or the path of a checkpoint file "
+        "(default: newest); --checkpoint_step is the same flag",
+    )
+    parser.add_argument(
+        "--max_episode_steps",
+        help="cut an episode that has not ended after this many steps, and say so "
+        "(default: the environment's own time limit, else 100000)",
+    )
+    parser.add_argument(
+        "--num_episodes", type=int, default=10, help="episodes to play (default: 10)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=12345, help="seed of the played environment (default: 12345)"
+    )
+    parser.add_argument("--record_file", help="write a video of the episodes to this .mp4 file")
+    parser.add_argument(
+        "--conf_param",
+        action="append",
+        default=[],
+        metavar="BINDING",
+        help="a gin binding applied after config.gin (repeatable)",
+    )
+    parser.add_argument(
+        "--trust_module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module the run's config.gin may import, your own configurables "
+        "(repeatable); see docs/security.md",
+    )
+    return parser
+
 
 _MUJOCO_GL_BACKENDS = ("egl", "osmesa")
 """MuJoCo's off-screen OpenGL backends, in the order they are tried on a headless machine."""
@@ -81,28 +93,26 @@ def _fail(message: str) -> None:
     sys.exit(print_error("alf.bin.play", message))
 
 
-def main(argv: list[str]) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Loads the run and plays it; see the module docstring."""
-    stray = stray_arguments_error(argv, takes_bindings=True)
-    if stray:
-        _fail(stray)
+    args = build_parser().parse(argv)
     import gymnasium
 
     from alf.errors import AlfError
     from alf.trainers.evaluator import Evaluator
 
-    if not FLAGS.root_dir:
+    if not args.root_dir:
         _fail("--root_dir is required")
-    if FLAGS.num_episodes < 1:
-        _fail(f"--num_episodes must be >= 1, got {FLAGS.num_episodes}")
-    checkpoint_step = _count_flag("checkpoint_step", minimum=0)
-    max_episode_steps = _count_flag("max_episode_steps", minimum=1)
-    root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
+    if args.num_episodes < 1:
+        _fail(f"--num_episodes must be >= 1, got {args.num_episodes}")
+    checkpoint = _checkpoint_flag(args.checkpoint)
+    max_episode_steps = _count_flag("max_episode_steps", args.max_episode_steps, minimum=1)
+    root_dir = os.path.abspath(os.path.expanduser(args.root_dir))
     conf_path = os.path.join(root_dir, layout.CONFIG_FILE)
     if not os.path.isfile(conf_path):
         _fail(f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?")
     mujoco_gl_found = True
-    if FLAGS.record_file:
+    if args.record_file:
         _check_video_dependencies()
         mujoco_gl_found = _choose_headless_mujoco_gl()
     writer = None
@@ -110,16 +120,16 @@ def main(argv: list[str]) -> None:
     played = False
     try:
         try:
-            render_mode = "rgb_array" if FLAGS.record_file else None
+            render_mode = "rgb_array" if args.record_file else None
             env, algorithm = load_trained_run(
                 root_dir,
-                checkpoint_step=checkpoint_step,
-                seed=FLAGS.seed,
+                checkpoint=checkpoint,
+                seed=args.seed,
                 render_mode=render_mode,
-                conf_params=FLAGS.conf_param,
-                trusted_modules=FLAGS.trust_module,
+                conf_params=args.conf_param,
+                trusted_modules=args.trust_module,
             )
-            if FLAGS.record_file:
+            if args.record_file:
                 if not mujoco_gl_found and "mujoco" in sys.modules:  # the env renders with it
                     _fail(
                         f"cannot record video of {_env_name()!r} on this headless machine: "
@@ -129,19 +139,22 @@ def main(argv: list[str]) -> None:
                     )
                 metadata = getattr(getattr(env, "gym_env", None), "metadata", {})
                 try:
-                    writer = _VideoWriter(FLAGS.record_file, fps=metadata.get("render_fps", 30))
+                    writer = _VideoWriter(args.record_file, fps=metadata.get("render_fps", 30))
                 except OSError as err:
-                    _fail(f"cannot write --record_file '{FLAGS.record_file}': {err}")
-        except (AlfError, gymnasium.error.Error, ValueError, TypeError) as err:
+                    _fail(f"cannot write --record_file '{args.record_file}': {err}")
+        except AlfError as err:
             _fail(str(err))
-        except (RuntimeError, KeyError) as err:
-            _fail(f"cannot load the run from '{root_dir}': {err}")
+        except (gymnasium.error.Error, ValueError, TypeError, RuntimeError, KeyError) as err:
+            exit_on_user_code_failure(err, "alf.bin.play", "while the run was being rebuilt")
+            if isinstance(err, RuntimeError | KeyError):
+                _fail(f"cannot load the run from '{root_dir}': {err}")
+            _fail(str(err))
 
         recorder = _FrameRecorder(env, writer) if writer else env
         evaluator = Evaluator(
             env=recorder,
             algorithm=algorithm,
-            num_episodes=FLAGS.num_episodes,
+            num_episodes=args.num_episodes,
             max_episode_steps=max_episode_steps,
             cap_setting="--max_episode_steps",
         )
@@ -163,14 +176,20 @@ def main(argv: list[str]) -> None:
         note = f" (cut: not ended within {length} steps, --max_episode_steps)" if cut else ""
         print(f"episode {i}: return {ret:.2f}, length {length}{note}", flush=True)
     if writer is not None:
-        print(f"video: {FLAGS.record_file} ({writer.num_frames} frames)", flush=True)
+        print(f"video: {args.record_file} ({writer.num_frames} frames)", flush=True)
     print(f"average_return: {result.average_return}", flush=True)
 
 
-def _count_flag(name: str, *, minimum: int) -> int | None:
-    """The value of the integer flag ``name`` (None if not given); anything but an
-    integer >= ``minimum`` is one error line (exit status 2)."""
-    text = FLAGS[name].value
+def _checkpoint_flag(text: str | None) -> int | str | None:
+    """``--checkpoint``: an iteration (digits), else the path of a checkpoint file."""
+    if text is None or not text.strip().isdigit():
+        return text
+    return int(text)
+
+
+def _count_flag(name: str, text: str | None, *, minimum: int) -> int | None:
+    """The value of the integer flag ``name`` given as ``text`` (None if not given);
+    anything but an integer >= ``minimum`` is one error line (exit status 2)."""
     if text is None:
         return None
     try:
@@ -185,7 +204,7 @@ def _count_flag(name: str, *, minimum: int) -> int | None:
 def load_trained_run(
     root_dir: str,
     *,
-    checkpoint_step: int | None = None,
+    checkpoint: int | str | None = None,
     seed: int | None = None,
     render_mode: str | None = None,
     conf_params: Sequence[str] = (),
@@ -193,8 +212,8 @@ def load_trained_run(
 ) -> tuple[Any, Any]:
     """Registers ALF's configurables and rebuilds a run's evaluation environment (one
     env) and its algorithm from ``root_dir/config.gin``, with the parameters and
-    data-transformer statistics of the checkpoint of ``checkpoint_step`` (default: the
-    newest); see :func:`alf.trainers.trained_run.load_trained_run`.
+    data-transformer statistics of ``checkpoint`` (an iteration or a checkpoint file;
+    default: the newest); see :func:`alf.trainers.trained_run.load_trained_run`.
 
     Returns:
         ``(env, algorithm)``; the caller closes ``env``.
@@ -205,7 +224,7 @@ def load_trained_run(
     import_configurables()
     return trained_run.load_trained_run(
         root_dir,
-        checkpoint=checkpoint_step,
+        checkpoint=checkpoint,
         seed=seed,
         render_mode=render_mode,
         conf_params=conf_params,
@@ -367,8 +386,7 @@ class _FrameRecorder:
 
 def run() -> None:
     """Console-script entry point."""
-    declare_main_flags(FLAGS, _OWN_FLAGS, __doc__)
-    app.run(main)
+    main()
 
 
 if __name__ == "__main__":

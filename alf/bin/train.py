@@ -19,35 +19,55 @@ status 3.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
-from absl import app, flags, logging
+from absl import logging
 
-from alf.bin.cli import declare_main_flags, print_error, stray_arguments_error
-from alf.errors import EXIT_TRAINING_ERROR, EXIT_USER_ERROR
+from alf.bin.cli import (
+    ToolParser,
+    print_error,
+    print_full_traceback,
+    use_plain_log_lines,
+    user_code_failure,
+)
+from alf.errors import EXIT_TRAINING_ERROR, EXIT_USER_ERROR, AlfError
 from alf.run_dir import layout
 
-flags.DEFINE_string("root_dir", None, "Directory of the run's files (created if missing).")
-flags.DEFINE_string("conf", None, "The .gin config file.")
-flags.DEFINE_multi_string("conf_param", [], "A gin binding 'Name.param=value'; wins over --conf.")
-flags.DEFINE_string(
-    "device", None, "Training device: cpu, cuda or cuda:N (sets TrainerConfig.device)."
-)
-FLAGS = flags.FLAGS
-_OWN_FLAGS = ("root_dir", "conf", "conf_param", "device")
 
+def build_parser() -> ToolParser:
+    """The command line of ``alf.bin.train``."""
+    parser = ToolParser(module="alf.bin.train", doc=__doc__, takes_bindings=True)
+    parser.add_argument("--root_dir", help="directory of the run's files (created if missing)")
+    parser.add_argument("--conf", help="the .gin config file")
+    parser.add_argument(
+        "--conf_param",
+        action="append",
+        default=[],
+        metavar="BINDING",
+        help="a gin binding 'Name.param=value' (repeatable); wins over --conf",
+    )
+    parser.add_argument(
+        "--device", help="training device: cpu, cuda or cuda:N (sets TrainerConfig.device)"
+    )
+    parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help="on an error, print the whole traceback before the error line",
+    )
+    return parser
 
 
 def _fail(message: str, code: int, status_dir: str | None = None) -> None:
     """Prints ``message`` as the one error line and exits with ``code``; records the
     failure in ``status_dir``'s status file when given (rank 0 of a run that started)."""
     if status_dir is not None:
-        layout.write_status(
-            status_dir, layout.RunStatus.FAILED, error=message, exit_code=code
-        )
+        layout.write_status(status_dir, layout.RunStatus.FAILED, error=message, exit_code=code)
     sys.exit(print_error("alf.bin.train", message, code))
 
 
@@ -56,29 +76,23 @@ def _ranked(message: str, context: object | None) -> str:
     return message if rank is None or message.startswith("rank ") else f"rank {rank}: {message}"
 
 
-def main(argv: list[str]) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Loads the config, builds the trainer and trains; see the module docstring."""
-    stray = stray_arguments_error(argv, takes_bindings=True)
-    if stray:
-        _fail(stray, EXIT_USER_ERROR)
-    if not FLAGS.root_dir:
+    args = build_parser().parse(argv)
+    if not args.root_dir:
         _fail("--root_dir is required", EXIT_USER_ERROR)
-    if not FLAGS.conf and not FLAGS.conf_param:
+    if not args.conf and not args.conf_param:
         _fail("--conf is required (or bindings through --conf_param)", EXIT_USER_ERROR)
-    root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
+    root_dir = os.path.abspath(os.path.expanduser(args.root_dir))
+    use_plain_log_lines()
     if os.environ.get("RANK", "0") == "0":
         # Before the heavy imports below (torch, gymnasium: seconds), so the user sees at
         # once that the command started.
-        conf = FLAGS.conf or "the --conf_param bindings"
+        conf = args.conf or "the --conf_param bindings"
         print(f"alf.bin.train: building {conf} into {root_dir}", flush=True)
 
-    import gymnasium
-
-    from alf import config as alf_config
-    from alf.configurables import import_configurables
-    from alf.errors import AlfError, TrainingError
-    from alf.trainers import RLTrainer, TrainerConfig
     from alf.utils import distributed
+
     # Signals are caught from the start: one that arrives while the trainer is being
     # built stops the run as soon as it can (after checkpointing, if anything trained).
     interrupts = 0
@@ -98,13 +112,50 @@ def main(argv: list[str]) -> None:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    conf_params = list(FLAGS.conf_param)
-    if FLAGS.device:
-        conf_params.append(f"TrainerConfig.device = {FLAGS.device!r}")
+    trainer, context = _build_trainer(args, root_dir)
+    if interrupts:
+        trainer.request_stop()
+    try:
+        result = trainer.train()
+    except AlfError as err:
+        _report_failure(err, _ranked(str(err), context), err.exit_code, args.traceback)
+    except RuntimeError as err:
+        if context is None or not distributed.is_communication_error(err):
+            raise
+        message = (
+            f"rank {context.rank}: lost contact with the other ranks ({err}); another rank "
+            "probably died: its output has the cause"
+        )
+        _fail(message, EXIT_TRAINING_ERROR, root_dir if trainer.is_main else None)
+    finally:
+        trainer.close()
+        distributed.shutdown_distributed()
+    summary = _summary_line(result, root_dir)
+    if context is not None:
+        summary = f"rank {context.rank}: {summary}; parameters sha256 " + (
+            distributed.parameter_digest(trainer.algorithm)
+        )
+    print(summary, flush=True)
+
+
+def _build_trainer(args: argparse.Namespace, root_dir: str) -> tuple[Any, Any]:
+    """Registers ALF's configurables, loads the config and builds the trainer (and the
+    process group of a data-parallel run); a failure ends the command (exit 2 for what
+    the user can fix; the user's own code keeps its traceback)."""
+    import gymnasium
+
+    from alf import config as alf_config
+    from alf.configurables import import_configurables
+    from alf.trainers import RLTrainer, TrainerConfig
+    from alf.utils import distributed
+
+    conf_params = list(args.conf_param)
+    if args.device:
+        conf_params.append(f"TrainerConfig.device = {args.device!r}")
     context = None
     try:
         import_configurables()
-        alf_config.load_config(FLAGS.conf, conf_params)
+        alf_config.load_config(args.conf, conf_params)
         config = TrainerConfig()
         context = distributed.init_distributed(
             device=distributed.resolve_device(
@@ -114,81 +165,55 @@ def main(argv: list[str]) -> None:
             ),
             timeout_s=config.distributed_timeout_s,
         )
-        trainer = RLTrainer(config=config, root_dir=root_dir, distributed=context)
+        return RLTrainer(config=config, root_dir=root_dir, distributed=context), context
     except AlfError as err:
-        _fail(_ranked(str(err), context), err.exit_code)
-    except (ValueError, TypeError, gymnasium.error.Error) as err:
-        _fail(_ranked(f"invalid configuration: {err}", context), EXIT_USER_ERROR)
-    except OSError as err:
-        _fail(f"cannot use root_dir '{root_dir}': {err}", EXIT_USER_ERROR)
-
-    if interrupts:
-        trainer.request_stop()
-    status_dir = root_dir if trainer.is_main else None
-    if status_dir is not None:
-        layout.write_status(
-            status_dir,
-            layout.RunStatus.RUNNING,
-            num_env_steps=trainer.config.num_env_steps,
-            num_iterations=trainer.config.num_iterations,
-        )
-    try:
-        result = trainer.train()
-    except TrainingError as err:
-        _fail(_ranked(str(err), context), err.exit_code, status_dir)
-    except RuntimeError as err:
-        if context is None or not distributed.is_communication_error(err):
-            if status_dir is not None:
-                layout.write_status(status_dir, layout.RunStatus.FAILED, error=repr(err))
-            raise
-        _fail(
-            f"rank {context.rank}: lost contact with the other ranks ({err}); another rank "
-            "probably died: its output has the cause",
-            EXIT_TRAINING_ERROR,
-            status_dir,
-        )
-    except BaseException as err:
-        if status_dir is not None:
-            layout.write_status(status_dir, layout.RunStatus.FAILED, error=repr(err))
+        _report_failure(err, _ranked(str(err), context), err.exit_code, args.traceback)
+    except Exception as err:
+        user_report = user_code_failure(err, "alf.bin.train", "while the run was being built")
+        if user_report is not None and not args.traceback:
+            print(_ranked(user_report, context), file=sys.stderr, flush=True)
+            sys.exit(EXIT_USER_ERROR)
+        if isinstance(err, ValueError | TypeError | gymnasium.error.Error):
+            message = _ranked(f"invalid configuration: {err}", context)
+            _report_failure(err, message, EXIT_USER_ERROR, args.traceback)
+        if isinstance(err, OSError):
+            message = f"cannot use root_dir '{root_dir}': {err}"
+            _report_failure(err, message, EXIT_USER_ERROR, args.traceback)
         raise
-    finally:
-        trainer.close()
-        distributed.shutdown_distributed()
-    if status_dir is not None:
-        state = layout.RunStatus.STOPPED if result["stopped_early"] else (
-            layout.RunStatus.FINISHED
+    raise AssertionError("unreachable")
+
+
+def _report_failure(err: BaseException, message: str, code: int, full: bool) -> None:
+    """Ends the command on ``err``: its one line (after the whole traceback if ``full``,
+    the ``--traceback`` flag) and ``code``. (``status.json`` was written by the trainer.)"""
+    if full:
+        print_full_traceback(err)
+    _fail(message, code)
+
+
+def _summary_line(result: dict[str, Any], root_dir: str) -> str:
+    """The last line of a training command: how the run ended."""
+    if result["finished_before"]:
+        return (
+            f"The run in {root_dir} had already finished (iteration {result['iteration']}, "
+            f"{result['env_steps']} env steps); nothing was trained or written (raise "
+            "TrainerConfig.num_env_steps to train it further)"
         )
-        layout.write_status(
-            status_dir,
-            state,
-            iteration=result["iteration"],
-            env_steps=result["env_steps"],
-            num_env_steps=trainer.config.num_env_steps,
-            eval_average_return=result.get("eval_average_return"),
-        )
+    if result["stopped_early"]:
+        if result["iteration"]:
+            return f"Stopped by signal at iteration {result['iteration']}; checkpoint written"
+        return "Stopped by signal before the first iteration; nothing to checkpoint"
     summary = f"Finished at iteration {result['iteration']} ({result['env_steps']} env steps)"
     if "eval_average_return" in result:
         summary += f"; evaluation average return {result['eval_average_return']:.2f}"
     if result.get("reached_target"):
         summary += " (reached TrainerConfig.stop_at_eval_return)"
-    if result["stopped_early"]:
-        summary = (
-            f"Stopped by signal at iteration {result['iteration']}; checkpoint written"
-            if result["iteration"]
-            else "Stopped by signal before the first iteration; nothing to checkpoint"
-        )
-    if context is not None:
-        summary = f"rank {context.rank}: {summary}; parameters sha256 " + (
-            distributed.parameter_digest(trainer.algorithm)
-        )
-    logging.info("%s", summary)
-    print(summary, flush=True)
+    return summary
 
 
 def run() -> None:
     """Console-script entry point."""
-    declare_main_flags(FLAGS, _OWN_FLAGS, __doc__)
-    app.run(main)
+    main()
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import torch
 
 from alf.errors import TrainingError, UserError
 from alf.run_dir import layout
+from alf.run_dir.layout import RunDirWriteError, describe_write_failure
 
 if TYPE_CHECKING:  # (no import at run time: the run directory sits below the algorithms)
     from alf.algorithms.algorithm import Algorithm
@@ -148,21 +149,37 @@ class Checkpointer:
                 f"iteration {step}: '{bad}' holds NaN or infinite values, so no checkpoint "
                 f"was written ({where}); the training diverged or was fed non-finite data"
             )
-        os.makedirs(self.directory, exist_ok=True)
         final = self.path(step)
         tmp = f"{final}.tmp-{os.getpid()}"
         try:
+            os.makedirs(self.directory, exist_ok=True)
             with open(tmp, "wb") as f:
                 torch.save(state, f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, final)
+        except (OSError, RuntimeError) as err:
+            # torch.save reports a failed write as a RuntimeError of its stream writer.
+            if isinstance(err, RuntimeError) and "write" not in str(err).lower():
+                raise
+            kept = self.latest_step()
+            where = f"'{self.path(kept)}' is kept" if kept is not None else "none was kept"
+            raise RunDirWriteError(
+                f"cannot write checkpoint '{final}': {describe_write_failure(err)}; the "
+                f"newest checkpoint {where}"
+            ) from err
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
         for old in self.steps()[: -self.num_to_keep]:
             if old != step:
-                os.remove(self.path(old))
+                try:
+                    os.remove(self.path(old))
+                except OSError as err:
+                    raise RunDirWriteError(
+                        f"cannot remove old checkpoint '{self.path(old)}': "
+                        f"{describe_write_failure(err)}"
+                    ) from err
         return final
 
     def load(self, step: int | None = None, required_keys: Collection[str] = ()) -> dict[str, Any]:

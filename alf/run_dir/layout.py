@@ -21,17 +21,23 @@ fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from alf.errors import UserError
+from alf.errors import TrainingError, UserError
 
 __all__ = [
     "RunDirError",
+    "RunDirWriteError",
+    "describe_write_failure",
     "check_run_dir",
+    "check_writable",
     "CHECKPOINT_DIR",
     "LOCK_FILE",
     "CODE_DIFF_FILE",
@@ -50,8 +56,10 @@ __all__ = [
     "read_metadata",
     "read_progress",
     "read_status",
+    "remove_stale_temporaries",
     "write_config",
     "write_json_atomic",
+    "write_text_atomic",
     "write_status",
 ]
 
@@ -77,6 +85,27 @@ def check_run_dir(root_dir: str) -> str:
     return conf_path
 
 
+def check_writable(root_dir: str) -> None:
+    """Checks, by writing a file, that a run can write in ``root_dir`` and its
+    ``checkpoints/`` folder (created if missing): at the start, rather than after a
+    checkpoint interval of training.
+
+    Raises:
+        RunDirError: naming the folder and the reason.
+    """
+    for directory in (root_dir, os.path.join(root_dir, CHECKPOINT_DIR)):
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".alf-write-check-", dir=directory)
+            os.close(fd)
+            os.remove(probe)
+        except OSError as err:
+            raise RunDirError(
+                f"cannot write in '{directory}': {describe_write_failure(err)}; the run "
+                "needs to write its checkpoints and summaries there"
+            ) from err
+
+
 CONFIG_FILE = "config.gin"
 PROGRESS_FILE = "progress.jsonl"
 STATUS_FILE = "status.json"
@@ -86,6 +115,9 @@ CHECKPOINT_DIR = "checkpoints"
 LOCK_FILE = ".lock"
 """Held (``flock``) by the process training in the run directory."""
 LOG_FILE = "train.log"
+
+_RUN_FILES = (CONFIG_FILE, STATUS_FILE, METADATA_FILE, CODE_DIFF_FILE)
+"""The files written atomically through a temporary sibling."""
 
 
 class RunStatus:
@@ -97,14 +129,66 @@ class RunStatus:
     FAILED = "failed"
 
 
+class RunDirWriteError(TrainingError, OSError):
+    """A file of the run could not be written while training (disk full, permissions,
+    a read-only filesystem); the message names the file and the reason, and the newest
+    checkpoint already written is kept."""
+
+
+def describe_write_failure(err: BaseException) -> str:
+    """The reason of a failed write in a few words: ``No space left on device (errno
+    28)`` for an ``OSError``, the first line of anything else."""
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.strerror} (errno {err.errno})"
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file (``<path>.tmp.<pid>``) and a
+    rename, so a reader never sees half a file; the temporary file is removed if the
+    write fails (disk full)."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:
     """Writes ``data`` as JSON to ``path`` through a temporary file and a rename, so a
-    reader never sees half a file."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    reader never sees half a file (and no temporary file is left if it fails)."""
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    write_text_atomic(path, text)
+
+
+_TMP_RE = re.compile(r"^(?P<name>.+)\.tmp(\.(?P<pid>\d+))?$")
+
+
+def remove_stale_temporaries(run_dir: str) -> list[str]:
+    """Removes the temporary files of atomic writes (``status.json.tmp.<pid>``,
+    ``config.gin.tmp``) that a killed process left at the top of ``run_dir``, except those
+    of a live process; returns the removed names. Call it holding the run's lock."""
+    removed = []
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TMP_RE.match(name)
+        if match is None or match.group("name") not in _RUN_FILES:
+            continue
+        pid = match.group("pid")
+        if pid is not None and int(pid) != os.getpid() and pid_alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(run_dir, name))
+            removed.append(name)
+    return removed
 
 
 def read_json(path: str) -> dict[str, Any] | None:
@@ -121,17 +205,24 @@ def write_config(run_dir: str, text: str) -> None:
     """Writes the run's ``config.gin`` atomically (creating ``run_dir``)."""
     os.makedirs(run_dir, exist_ok=True)
     path = os.path.join(run_dir, CONFIG_FILE)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def write_status(run_dir: str, state: str, **fields: Any) -> None:
     """Records the run's ``state`` (a :class:`RunStatus` value) and ``fields`` in
     ``status.json``, with the time and this process's pid."""
     data = {"state": state, "pid": os.getpid(), "time": time.time(), **fields}
-    write_json_atomic(os.path.join(run_dir, STATUS_FILE), data)
+    path = os.path.join(run_dir, STATUS_FILE)
+    try:
+        write_json_atomic(path, data)
+    except OSError:
+        # A full disk cannot take a new file, but the old status.json's block can take
+        # the new one in place (it is small): better a failed status than a stale one.
+        if not os.path.isfile(path):
+            raise
+        with open(path, "r+") as f:
+            f.write(json.dumps(data, indent=1, sort_keys=True) + "\n")
+            f.truncate()
 
 
 def read_status(run_dir: str) -> dict[str, Any] | None:

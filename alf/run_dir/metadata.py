@@ -104,9 +104,10 @@ def git_info(path: str, *, timeout_s: float = GIT_TIMEOUT_S) -> GitInfo:
 
 
 def _alf_git_info(timeout_s: float) -> GitInfo:
-    import alf
-
-    return git_info(os.path.dirname(os.path.abspath(alf.__file__)), timeout_s=timeout_s)
+    # This file's package, not ``alf.__file__``: a folder named ``alf`` in the current
+    # directory can shadow the package as a namespace package without a file.
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return git_info(package_dir, timeout_s=timeout_s)
 
 
 def shell_command(argv: Sequence[str] | None = None) -> str:
@@ -287,7 +288,4 @@ def _callable_name(ctor: Any) -> str | None:
 
 
 def _write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    layout.write_text_atomic(path, text)

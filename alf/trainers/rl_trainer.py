@@ -8,12 +8,14 @@ from typing import Any
 
 from alf import config as alf_config
 from alf.environments import AlfEnvironment
+from alf.errors import AlfError
 from alf.run_dir import layout
 from alf.run_dir.checkpoints import (
     Checkpointer,
     RunCheckpoint,
     checkpoint_dir,
 )
+from alf.run_dir.layout import check_writable
 from alf.trainers.algorithm_builder import build_algorithm
 from alf.trainers.collection import build_collector, learning_setup, steps_this_iteration
 from alf.trainers.components import build_components
@@ -49,7 +51,6 @@ from alf.utils.summary import (
 )
 
 __all__ = ["RLTrainer", "TrainingDivergedError", "build_algorithm"]
-
 
 
 class RLTrainer:
@@ -96,6 +97,9 @@ class RLTrainer:
         self._stop_requested = False  # this process was asked to stop
         self._stopping = False  # ... and the ranks agreed on it (see _agree_on_stop)
         self.reached_target = False
+        self.finished_before = False
+        """The run had used its budget before this session: nothing is built, trained
+        or written (:meth:`train` returns at once)."""
         self.last_eval: EvalResult | None = None
         self.env: AlfEnvironment | None = None
         self.eval_env: AlfEnvironment | None = None
@@ -123,6 +127,18 @@ class RLTrainer:
         # Read and check the checkpoint before building anything, so a bad one fails fast
         # and nothing in root_dir is touched.
         resume = read_resume_checkpoint(self.checkpointer, self.distributed)
+        if (
+            resume is not None
+            and config.progress(iteration=resume.iteration, env_steps=resume.env_steps) >= 1.0
+        ):
+            # Nothing to train: the run's files stay as they are, byte for byte.
+            if not config.allow_config_change:
+                check_resumed_config(resume, root_dir)
+            self.iteration, self.env_steps = resume.iteration, resume.env_steps
+            self.finished_before = True
+            return
+        if self.is_main:
+            check_writable(root_dir)
         context = self.distributed
         parts = build_components(
             config,
@@ -171,6 +187,7 @@ class RLTrainer:
         if not self.is_main:
             return
         self.checkpointer.remove_stale_temporaries()
+        layout.remove_stale_temporaries(root_dir)
         truncate_progress_log(os.path.join(root_dir, layout.PROGRESS_FILE), self.iteration)
         # Events after the resumed step (or all of them, for a fresh start) belong to a
         # run that is being redone: drop them. Trackers start; run_info.json is written.
@@ -280,14 +297,74 @@ class RLTrainer:
         return result
 
     def train(self) -> dict[str, Any]:
-        """Runs the loop until the budget is used or a stop is requested.
+        """Runs the loop until the budget is used or a stop is requested, recording the
+        run's state in ``status.json`` (rank 0): ``running``, then ``finished``,
+        ``stopped`` or ``failed`` with the error. A run that had used its budget before
+        (:attr:`finished_before`) returns at once and writes nothing.
 
         Returns:
-            ``iteration``, ``env_steps``, ``stopped_early``, ``reached_target`` and,
-            when evaluated, ``eval_average_return``.
+            ``iteration``, ``env_steps``, ``stopped_early``, ``reached_target``,
+            ``finished_before`` and, when evaluated, ``eval_average_return``.
         """
         if self._closed:
             raise RuntimeError("RLTrainer.train() after close()")
+        if self.finished_before:
+            return self._result()
+        if self.is_main:
+            layout.write_status(
+                self.root_dir,
+                layout.RunStatus.RUNNING,
+                num_env_steps=self.config.num_env_steps,
+                num_iterations=self.config.num_iterations,
+            )
+        try:
+            self._run_loop()
+        except BaseException as err:
+            if self.summary is not None:
+                self.summary.mark_failed()  # the trackers' runs end as failed
+            if self.is_main:
+                self._record_failure(err)
+            raise
+        finally:
+            self.clock.stop()
+            if self.summary is not None:
+                self.summary.flush()
+        result = self._result()
+        if self.is_main:
+            layout.write_status(
+                self.root_dir,
+                layout.RunStatus.STOPPED if result["stopped_early"] else layout.RunStatus.FINISHED,
+                iteration=self.iteration,
+                env_steps=self.env_steps,
+                num_env_steps=self.config.num_env_steps,
+                eval_average_return=result.get("eval_average_return"),
+            )
+        return result
+
+    def _record_failure(self, err: BaseException) -> None:
+        """``status.json``: ``failed`` with the error's one line (an ALF error) or its
+        repr (anything else), never masking ``err`` with a second failure."""
+        fields: dict[str, Any] = {"error": repr(err)}
+        if isinstance(err, AlfError):
+            fields = {"error": str(err), "exit_code": err.exit_code}
+        try:
+            layout.write_status(self.root_dir, layout.RunStatus.FAILED, **fields)
+        except OSError:
+            pass  # (the disk is full: err says so)
+
+    def _result(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "stopped_early": self._stopping and not self._finished(),
+            "reached_target": self.reached_target,
+            "finished_before": self.finished_before,
+        }
+        if self.last_eval is not None:
+            result["eval_average_return"] = self.last_eval.average_return
+        return result
+
+    def _run_loop(self) -> None:
         config = self.config
         start_iteration = self.iteration
         report = TrainingReport(
@@ -302,71 +379,49 @@ class RLTrainer:
             checkpoint_dir=self.checkpointer.directory,
         )
         self.clock.start()
-        try:
-            self._agree_on_stop()
-            while not self._finished() and not self._stopping:
-                self.algorithm.set_progress(self.progress())
-                if self.rollout_algorithm is not self.algorithm:
-                    self.rollout_algorithm.set_progress(self.progress())
-                self.algorithm.record_statistics = (
-                    self.iteration + 1
-                ) % config.summary_interval == 0
-                tick = time.perf_counter()
-                stats, steps = self._train_iteration()
-                elapsed = time.perf_counter() - tick
-                self.iteration += 1
-                self.env_steps += self._ranks.run_steps(steps)
-                self.train_time_s += elapsed
-                report.add_iteration(
-                    steps, elapsed, *self.unroller.pop_episodes(), trained=bool(stats)
-                )
+        self._agree_on_stop()
+        while not self._finished() and not self._stopping:
+            self.algorithm.set_progress(self.progress())
+            if self.rollout_algorithm is not self.algorithm:
+                self.rollout_algorithm.set_progress(self.progress())
+            self.algorithm.record_statistics = (self.iteration + 1) % config.summary_interval == 0
+            tick = time.perf_counter()
+            stats, steps = self._train_iteration()
+            elapsed = time.perf_counter() - tick
+            self.iteration += 1
+            self.env_steps += self._ranks.run_steps(steps)
+            self.train_time_s += elapsed
+            report.add_iteration(steps, elapsed, *self.unroller.pop_episodes(), trained=bool(stats))
 
-                divergence.check(stats)
-                if first_iteration:
-                    first_iteration = False
-                    record_operative_config(self.root_dir, self.summary)
-                if self.iteration % config.summary_interval == 0:
-                    self._write_train_summary(report, stats)
-                if config.eval_interval and self.iteration % config.eval_interval == 0:
-                    self.evaluate()
-                if self.iteration % config.checkpoint_interval == 0:
-                    self.save_checkpoint()
-                self._agree_on_stop()
-                if self.is_main:
-                    report.print_progress(
-                        self.iteration,
-                        self.env_steps,
-                        elapsed_s=self.clock.seconds,
-                        interval_s=config.progress_interval_s,
-                        num_env_steps=config.num_env_steps,
-                        num_iterations=config.num_iterations,
-                    )
-            if self.iteration > start_iteration:  # nothing to add if no iteration ran
-                if (
-                    self._finished()
-                    and not self.reached_target
-                    and config.evaluate
-                    and (not config.eval_interval or self.iteration % config.eval_interval)
-                ):
-                    self.evaluate()
+            divergence.check(stats)
+            if first_iteration:
+                first_iteration = False
+                record_operative_config(self.root_dir, self.summary)
+            if self.iteration % config.summary_interval == 0:
+                self._write_train_summary(report, stats)
+            if config.eval_interval and self.iteration % config.eval_interval == 0:
+                self.evaluate()
+            if self.iteration % config.checkpoint_interval == 0:
                 self.save_checkpoint()
-        except BaseException:
-            if self.summary is not None:
-                self.summary.mark_failed()  # the trackers' runs end as failed
-            raise
-        finally:
-            self.clock.stop()
-            if self.summary is not None:
-                self.summary.flush()
-        result: dict[str, Any] = {
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "stopped_early": self._stopping and not self._finished(),
-            "reached_target": self.reached_target,
-        }
-        if self.last_eval is not None:
-            result["eval_average_return"] = self.last_eval.average_return
-        return result
+            self._agree_on_stop()
+            if self.is_main:
+                report.print_progress(
+                    self.iteration,
+                    self.env_steps,
+                    elapsed_s=self.clock.seconds,
+                    interval_s=config.progress_interval_s,
+                    num_env_steps=config.num_env_steps,
+                    num_iterations=config.num_iterations,
+                )
+        if self.iteration > start_iteration:  # nothing to add if no iteration ran
+            if (
+                self._finished()
+                and not self.reached_target
+                and config.evaluate
+                and (not config.eval_interval or self.iteration % config.eval_interval)
+            ):
+                self.evaluate()
+            self.save_checkpoint()
 
     def _agree_on_stop(self) -> None:
         # The loop reads only the agreed flags: a signal that arrives on one rank after
@@ -383,9 +438,7 @@ class RLTrainer:
             env_steps=self._summary_step(),
             clipped_actions=self.unroller.num_clipped_actions,
             dropped_episodes=(
-                self.unroller.num_dropped_episodes
-                if self.config.drops_nonfinite_episodes
-                else None
+                self.unroller.num_dropped_episodes if self.config.drops_nonfinite_episodes else None
             ),
         )
 
@@ -416,5 +469,6 @@ class RLTrainer:
             self.summary.close()
             self.summary = None
         if self._lock is not None:
-            self._lock.release()
+            # A finished run's session gives the lock file its earlier contents back.
+            self._lock.release(undo_start=self.finished_before)
         self._closed = True

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from absl import logging
@@ -63,6 +64,7 @@ class SummaryLogger:
     ) -> None:
         self._trackers = list(trackers)
         self._failed = False
+        self._root_dir = root_dir
         try:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -105,13 +107,15 @@ class SummaryLogger:
         tensors."""
         writer = self._writers[group]
         line = dict(record)
-        for name, value in scalars.items():
-            value = float(value)
-            writer.add_scalar(f"{group}/{name}", value, env_steps)
-            line[f"{group}/{name}"] = value
-        writer.add_scalar(f"{group}/iteration", iteration, env_steps)
-        self._progress.write(json.dumps(line) + "\n")
-        self._progress.flush()
+        with self._writing(os.path.join(self._root_dir, group)):
+            for name, value in scalars.items():
+                value = float(value)
+                writer.add_scalar(f"{group}/{name}", value, env_steps)
+                line[f"{group}/{name}"] = value
+            writer.add_scalar(f"{group}/iteration", iteration, env_steps)
+        with self._writing(self._progress.name):
+            self._progress.write(json.dumps(line) + "\n")
+            self._progress.flush()
         if self._trackers:
             logged = {key: value for key, value in line.items() if key.startswith(f"{group}/")}
             logged[f"{group}/iteration"] = iteration
@@ -119,7 +123,28 @@ class SummaryLogger:
 
     def text(self, tag: str, text: str) -> None:
         """Writes a text summary (e.g. the operative config) to TensorBoard."""
-        self._writers["train"].add_text(tag, f"<pre>{text}</pre>")
+        with self._writing(os.path.join(self._root_dir, "train")):
+            self._writers["train"].add_text(tag, f"<pre>{text}</pre>")
+
+    @contextlib.contextmanager
+    def _writing(self, path: str) -> Iterator[None]:
+        """Turns a failed write of ``path`` (disk full, permissions) into one
+        :class:`~alf.run_dir.layout.RunDirWriteError` naming it."""
+        try:
+            yield
+        except OSError as err:
+            raise layout.RunDirWriteError(
+                f"cannot write '{path}': {layout.describe_write_failure(err)}"
+            ) from err
+
+    @contextlib.contextmanager
+    def _unless_failed(self) -> Iterator[None]:
+        """Ignores a failed write once the run has failed (its error is reported)."""
+        try:
+            yield
+        except OSError:
+            if not self._failed:
+                raise
 
     def mark_failed(self) -> None:
         """Training raised: :meth:`close` ends the trackers' runs as failed."""
@@ -127,15 +152,20 @@ class SummaryLogger:
 
     def flush(self) -> None:
         """Writes everything buffered to disk."""
-        for writer in self._writers.values():
-            writer.flush()
-        self._progress.flush()
+        for group, writer in self._writers.items():
+            with self._writing(os.path.join(self._root_dir, group)):
+                writer.flush()
+        with self._writing(self._progress.name):
+            self._progress.flush()
 
     def close(self) -> None:
-        """Flushes and closes every file, and finishes the trackers' runs."""
-        for writer in self._writers.values():
-            writer.close()
-        self._progress.close()
+        """Flushes and closes every file, and finishes the trackers' runs. After a failed
+        run (:meth:`mark_failed`) a file that cannot be flushed is closed anyway."""
+        for group, writer in self._writers.items():
+            with self._writing(os.path.join(self._root_dir, group)), self._unless_failed():
+                writer.close()
+        with self._writing(self._progress.name), self._unless_failed():
+            self._progress.close()
         failed = self._failed
         self._each_tracker("finish", lambda tracker: tracker.finish(failed=failed))
         self._trackers = []
@@ -162,7 +192,13 @@ def record_operative_config(root_dir: str, summary: SummaryLogger) -> None:
     from alf import config as alf_config
 
     operative = alf_config.operative_config_str()
-    layout.write_config(root_dir, operative)
+    try:
+        layout.write_config(root_dir, operative)
+    except OSError as err:
+        path = os.path.join(root_dir, layout.CONFIG_FILE)
+        raise layout.RunDirWriteError(
+            f"cannot write '{path}': {layout.describe_write_failure(err)}"
+        ) from err
     summary.text("config", operative)
     unused = alf_config.inoperative_bindings()
     if unused:
