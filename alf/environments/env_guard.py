@@ -288,7 +288,7 @@ class CallWatchdog:
                 with timer.lock:
                     late = timer.call is not None and now - timer.started > self.timeout_s
                     if late:
-                        which = "" if timer.current is None else f"environment {timer.current} "
+                        which = "" if timer.current is None else f"environment {timer.current} of "
                         timer.failure = (
                             f"{timer.call}() of {which}{timer.describe} has not returned after "
                             f"{now - timer.started:.0f} s ({self.setting}={self.timeout_s:g}): "
