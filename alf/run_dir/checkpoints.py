@@ -94,6 +94,21 @@ def non_finite_entry(tree: Any, path: str = "") -> str | None:
     return None
 
 
+def _write_failure(err: BaseException) -> BaseException | None:
+    """The failed write behind ``err``: an ``OSError`` (itself, or one it was raised
+    while handling: torch's zip writer reports a failed write as a ``RuntimeError`` of its
+    own), or a ``RuntimeError`` of torch's writer that says the write failed; None if
+    ``err`` is something else."""
+    current: BaseException | None = err
+    while current is not None:
+        if isinstance(current, OSError):
+            return current
+        current = current.__cause__ or current.__context__
+    if isinstance(err, RuntimeError) and "write" in str(err).lower():
+        return err
+    return None
+
+
 class Checkpointer:
     """Writes, lists, loads and prunes checkpoints.
 
@@ -159,13 +174,13 @@ class Checkpointer:
                 os.fsync(f.fileno())
             os.replace(tmp, final)
         except (OSError, RuntimeError) as err:
-            # torch.save reports a failed write as a RuntimeError of its stream writer.
-            if isinstance(err, RuntimeError) and "write" not in str(err).lower():
+            cause = _write_failure(err)
+            if cause is None:
                 raise
             kept = self.latest_step()
             where = f"'{self.path(kept)}' is kept" if kept is not None else "none was kept"
             raise RunDirWriteError(
-                f"cannot write checkpoint '{final}': {describe_write_failure(err)}; the "
+                f"cannot write checkpoint '{final}': {describe_write_failure(cause)}; the "
                 f"newest checkpoint {where}"
             ) from err
         finally:
