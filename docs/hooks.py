@@ -5,9 +5,10 @@
   The pages hold only ``::: module`` directives; mkdocstrings renders them from the
   docstrings with griffe, statically (nothing is imported, torch is not needed). A new
   module appears on its package's page without any edit here.
-* The home page: ``docs/index.md`` holds an include marker; the repository's
-  ``README.md`` is put in its place, its links rewritten for the site (``docs/x.md`` ->
-  ``x.md``), so the README is not copied into ``docs/``.
+* The home page: ``docs/index.md`` begins with an include marker; the page becomes the
+  repository's ``README.md``, its links rewritten for the site (``docs/x.md`` ->
+  ``x.md``), so the README is not copied into ``docs/`` (the rest of ``index.md`` is a
+  note for readers on GitHub).
 * Links to files outside ``docs/`` (``../benchmarks/README.md`` in a page,
   ``benchmarks/README.md`` in the README) work on GitHub but not on the site: they become
   plain text naming the file. A target that does not exist in the repository is a
@@ -157,9 +158,8 @@ def rewrite_links(markdown: str, page: str, docs_dir: Path, from_repo_root: bool
 def on_page_markdown(markdown, page, config, files):
     docs_dir = Path(config.docs_dir)
     src = page.file.src_uri
-    if README_MARKER in markdown:
+    if markdown.lstrip().startswith(README_MARKER):
+        # The whole page is the README (the rest of index.md is for readers on GitHub).
         readme = (REPO / "README.md").read_text(encoding="utf-8")
-        readme = rewrite_links(readme, src, docs_dir, from_repo_root=True)
-        markdown = markdown.replace(README_MARKER, readme)
-        # The rest of index.md (around the marker) is relative to docs/ as usual.
+        return rewrite_links(readme, src, docs_dir, from_repo_root=True)
     return rewrite_links(markdown, src, docs_dir, from_repo_root=False)
