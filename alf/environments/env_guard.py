@@ -235,6 +235,7 @@ class CallTimer:
                 with self.lock:
                     self.call = None
         except _WatchdogInterrupt:
+            self.call = None  # (if it arrived before the finally clause cleared it)
             raise EnvironmentTimeoutError(self.failure) from None
 
 
