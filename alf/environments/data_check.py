@@ -221,9 +221,14 @@ class DataChecker:
         if first_problem is None:  # finite values whose sum overflowed
             return None
         env, name, value = first_problem
+        shown = (
+            f"{value}; a reward of None, not a number, arrives as nan"
+            if (name == "reward" and math.isnan(value))
+            else str(value)
+        )
         where = (
             f"environment {self.first_index + env} of '{self.env_name}' returned a "
-            f"non-finite {name} ({value}) at step {self.step_of(env)} of its "
+            f"non-finite {name} ({shown}) at step {self.step_of(env)} of its "
             "episode"
         )
         if not self.drop:

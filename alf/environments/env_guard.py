@@ -57,9 +57,7 @@ class EnvironmentTimeoutError(EnvironmentCallError):
     (``TrainerConfig.env_timeout_s``)."""
 
 
-_LEGACY_HINT = (
-    "an environment of the old gym API: bind suite_gym.load.legacy_api=True to adapt it"
-)
+_LEGACY_HINT = "an environment of the old gym API: bind suite_gym.load.legacy_api=True to adapt it"
 _SCALAR_TYPES = frozenset({float, int, bool, np.float32, np.float64, np.int32, np.int64})
 
 
