@@ -252,3 +252,15 @@ def test_killed_appo_actor_leaves_the_learners_final_checkpoint(tmp_path):
     assert message.startswith("Actor ") and "exited unexpectedly" in message, message
     steps = checkpoint_steps(root)
     assert len(steps) == 1 and steps[0] > 0, steps
+
+
+def test_a_nan_reward_of_another_backend_mentions_none():
+    """Backends without the per-environment guard see a None reward as nan."""
+    import numpy as np
+
+    from alf.environments.data_check import DataChecker, EnvironmentDataError
+    from alf.tensor_specs import TensorSpec
+
+    checker = DataChecker(env_name="x", observation_spec=TensorSpec((2,)), batch_size=1)
+    with pytest.raises(EnvironmentDataError, match="reward of None, not a number"):
+        checker.check(np.zeros((1, 2), np.float32), np.array([np.nan], np.float32))
