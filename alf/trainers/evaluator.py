@@ -9,41 +9,14 @@ import numpy as np
 import torch
 from absl import logging
 
+from alf.algorithms.policy import greedy_step
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.unrollers.episode_tracker import EpisodeTracker
-from alf.unrollers.sync_unroller import reset_state_on_first
 from alf.utils.device import to_device
 
 __all__ = ["DEFAULT_MAX_EVAL_EPISODE_STEPS", "EvalResult", "Evaluator", "greedy_step"]
-
-
-def greedy_step(
-    algorithm: RLAlgorithm, time_step: TimeStep, state: Any, transform_state: Any
-) -> tuple[Any, Any, Any]:
-    """The greedy action for a raw ``[B]`` time step, as evaluation and ``play`` choose it:
-    the recurrent state is zeroed where the step is FIRST, the time step goes through the
-    algorithm's data transformers (statistics fixed), then ``predict_step``.
-
-    :class:`Evaluator` acts through it, and :mod:`alf.export` traces it, so an exported
-    policy is this function.
-
-    Args:
-        algorithm: the policy (in eval mode, under ``no_grad`` or tracing).
-        time_step: the environment's time step, raw observations.
-        state: the state of ``predict_step`` (``algorithm.predict_state_spec``).
-        transform_state: the data transformers' state (``data_transformer.state_spec``).
-
-    Returns:
-        ``(action, state, transform_state)`` after this step.
-    """
-    state = reset_state_on_first(state, time_step.step_type)
-    transformer = algorithm.data_transformer
-    if not transformer.is_identity:
-        time_step, transform_state = transformer.transform_timestep(time_step, transform_state)
-    step = algorithm.predict_step(time_step, state)
-    return step.output, step.state, transform_state
 
 
 DEFAULT_MAX_EVAL_EPISODE_STEPS = 100_000
