@@ -55,8 +55,9 @@ def _submodules(package_dir: Path, dotted: str) -> list[str]:
 
 
 def api_pages() -> dict[str, str]:
-    """``{page path: markdown}`` for the API reference: packages first, then modules."""
-    pages = {}
+    """``{page path: markdown}`` for the API reference: ``alf.api`` (the Python API), the
+    packages, then the other top-level modules."""
+    packages = {}
     modules = []
     for child in sorted(PACKAGE.iterdir()):
         dotted = f"alf.{child.stem}"
@@ -72,12 +73,21 @@ def api_pages() -> dict[str, str]:
             ]
             for sub in _submodules(child, dotted):
                 lines += [f"::: {sub}", "    options:", "      heading_level: 2", ""]
-            pages[f"{API_DIR}/{dotted}.md"] = "\n".join(lines)
+            packages[f"{API_DIR}/{dotted}.md"] = "\n".join(lines)
         elif child.is_file() and child.suffix == ".py" and _public(child.stem):
             modules.append(dotted)
-    for dotted in modules:
+
+    def module_page(dotted: str) -> str:
         lines = [f"# {dotted}", "", f"::: {dotted}", "    options:"]
-        pages[f"{API_DIR}/{dotted}.md"] = "\n".join(lines + ["      show_root_heading: false", ""])
+        return "\n".join(lines + ["      show_root_heading: false", ""])
+
+    # The Python API (alf.train, alf.load) first: where a reader of the API starts.
+    first = [dotted for dotted in modules if dotted == "alf.api"]
+    pages = {f"{API_DIR}/{dotted}.md": module_page(dotted) for dotted in first}
+    pages.update(packages)
+    for dotted in modules:
+        if dotted not in first:
+            pages[f"{API_DIR}/{dotted}.md"] = module_page(dotted)
     return pages
 
 
