@@ -59,13 +59,13 @@ ALGOS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "appo": (
         "appo_cart_pole.gin",
-        ("TrainerConfig.checkpoint_interval=6", "TrainerConfig.eval_interval=10",
+        ("TrainerConfig.checkpoint_interval=2", "TrainerConfig.eval_interval=10",
          "TrainerConfig.num_eval_episodes=2", "TrainerConfig.num_eval_environments=2",
          "TrainerConfig.summary_interval=4"),
     ),
     "sac": (
         "sac_pendulum.gin",
-        ("TrainerConfig.checkpoint_interval=150", "TrainerConfig.eval_interval=400",
+        ("TrainerConfig.checkpoint_interval=100", "TrainerConfig.eval_interval=400",
          "TrainerConfig.num_eval_episodes=1", "TrainerConfig.summary_interval=50",
          "TrainerConfig.initial_collect_steps=200", "ReplayBuffer.max_length=20000",
          "ReplayBuffer.enable_checkpoint=True", "SacAlgorithm.mini_batch_size=64"),
