@@ -4,6 +4,7 @@ from alf.environments import action_space_envs, suite_gym, wrappers
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import AtariPreset
 from alf.environments.create_environment import create_environment
+from alf.environments.decorrelation import DecorrelateStart
 from alf.environments.gymnasium_environment import GymnasiumEnvironment
 from alf.environments.suite_gym import (
     MissingExtraError,
@@ -17,6 +18,7 @@ __all__ = [
     "AlfEnvironment",
     "AtariPreset",
     "ChannelFirst",
+    "DecorrelateStart",
     "GymnasiumEnvironment",
     "MissingExtraError",
     "ObservationSubset",
