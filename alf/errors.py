@@ -16,7 +16,25 @@ that kind still does. This module imports nothing from ALF.
 
 from __future__ import annotations
 
-__all__ = ["EXIT_TRAINING_ERROR", "EXIT_USER_ERROR", "AlfError", "TrainingError", "UserError"]
+__all__ = [
+    "DISTRIBUTION",
+    "EXIT_TRAINING_ERROR",
+    "EXIT_USER_ERROR",
+    "AlfError",
+    "TrainingError",
+    "UserError",
+    "install_hint",
+]
+
+DISTRIBUTION = "alf-rl"
+"""ALF's name on the package index (the import name is ``alf``; ``alf`` on PyPI is an
+unrelated package)."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an extra, for error messages:
+    ``pip install 'alf-rl[export]'`` (in a clone: ``pip install -e '.[export]'``)."""
+    return f"pip install '{DISTRIBUTION}[{extra}]' (in a clone of ALF: pip install -e '.[{extra}]')"
 
 EXIT_USER_ERROR = 2
 """Exit status of a command that stopped on a :class:`UserError`."""

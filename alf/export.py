@@ -44,7 +44,7 @@ import torch.nn as nn
 
 from alf import nest
 from alf.data_structures import StepType, TimeStep
-from alf.errors import UserError
+from alf.errors import UserError, install_hint
 from alf.trainers.evaluator import greedy_step
 
 __all__ = [
@@ -278,7 +278,7 @@ def check_format(format: str) -> str:  # noqa: A002 - the CLI's flag name
             import onnx  # noqa: F401
         except ImportError as err:
             raise ExportError(
-                "the onnx format needs the onnx package: pip install 'alf[export]'"
+                "the onnx format needs the onnx package: " + install_hint("export")
             ) from err
     return format
 

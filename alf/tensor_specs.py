@@ -21,6 +21,7 @@ __all__ = [
     "describe_spec",
     "require_scalar_discrete",
     "from_gym_space",
+    "UnsupportedSpaceError",
     "sample_uniform",
     "zeros_from_spec",
 ]
@@ -159,10 +160,43 @@ def from_gym_space(space: gym.Space) -> nest.Nest:
             maximum=1,
         )
     if isinstance(space, gym.spaces.Dict):
-        return {key: from_gym_space(sub) for key, sub in space.spaces.items()}
+        return {key: _from_gym_subspace(sub, key) for key, sub in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
-        return tuple(from_gym_space(sub) for sub in space.spaces)
-    raise TypeError(f"ALF cannot convert gymnasium space {space!r} to a tensor spec")
+        return tuple(_from_gym_subspace(sub, i) for i, sub in enumerate(space.spaces))
+    raise UnsupportedSpaceError(
+        f"ALF cannot convert gymnasium space {space!r} to a tensor spec (it takes Box, "
+        "Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of them)"
+    )
+
+
+class UnsupportedSpaceError(TypeError):
+    """A gymnasium space ALF cannot represent; :attr:`path` is the Dict key (or Tuple
+    index) path to it within the whole space (empty at the top)."""
+
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.path = path
+        self.detail = message
+
+
+def _from_gym_subspace(space: gym.Space, key: str | int) -> nest.Nest:
+    """:func:`from_gym_space` of the entry ``key`` of a Dict or Tuple space; an error
+    names the entry (``observation key 'mission'``) and how to drop a Dict key."""
+    try:
+        return from_gym_space(space)
+    except UnsupportedSpaceError as err:
+        path = (key, *err.path)
+        where = "".join(f"[{k!r}]" for k in path)
+        message = err.detail + f", at {where} of the space"
+        if isinstance(path[-1], str) and all(isinstance(k, str) for k in path):
+            message += (
+                f"; to leave the '{path[-1]}' entry out, wrap the environment: "
+                f"suite_gym.load.wrappers = [@DropObservationKeys] and "
+                f"DropObservationKeys.keys = ['{'/'.join(path)}']"
+            )
+        error = UnsupportedSpaceError(message, path)
+        error.detail = err.detail
+        raise error from None
 
 
 def zeros_from_spec(

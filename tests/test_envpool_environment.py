@@ -191,7 +191,7 @@ def test_unsupported_id():
 
 def test_missing_envpool(monkeypatch):
     monkeypatch.setitem(sys.modules, "envpool", None)
-    with pytest.raises(ImportError, match=r"pip install 'alf\[envpool\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'alf-rl\[envpool\]'"):
         _make()
 
 

@@ -136,7 +136,7 @@ def test_unknown_ids_list_close_matches():
 def test_missing_atari_extra_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ale_py", None)  # `import ale_py` raises ImportError
     monkeypatch.delitem(gym.registry, "ALE/Pong-v5", raising=False)
-    with pytest.raises(MissingExtraError, match=r"pip install 'alf\[atari\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'alf-rl\[atari\]'"):
         suite_gym.load("ALE/Pong-v5")
     with pytest.raises(UnknownEnvironmentError):  # a MissingExtraError is one
         create_environment("ALE/Pong-v5", 1)
@@ -145,7 +145,7 @@ def test_missing_atari_extra_names_the_extra(monkeypatch):
 def test_missing_dmc_extra_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "shimmy", None)
     monkeypatch.delitem(gym.registry, "dm_control/cheetah-run-v0", raising=False)
-    with pytest.raises(MissingExtraError, match=r"pip install 'alf\[dmc\]'"):
+    with pytest.raises(MissingExtraError, match=r"pip install 'alf-rl\[dmc\]'"):
         suite_gym.resolve_env_id("dm_control/cheetah-run-v0")
 
 
@@ -188,5 +188,5 @@ def test_reward_sign_and_channel_first():
 def test_classic_atari_id_without_the_extra_hints_at_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ale_py", None)
     monkeypatch.delitem(gym.registry, "PongNoFrameskip-v4", raising=False)
-    with pytest.raises(UnknownEnvironmentError, match=r"alf\[atari\]"):
+    with pytest.raises(UnknownEnvironmentError, match=r"alf-rl\[atari\]"):
         suite_gym.resolve_env_id("PongNoFrameskip-v4")

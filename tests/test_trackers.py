@@ -74,11 +74,13 @@ def test_mlflow_uri_turns_a_path_into_a_file_uri(tmp_path):
     [
         (
             dict(wandb_project="p"),
-            "TrainerConfig.wandb_project needs the [wandb] extra: pip install 'alf[wandb]'",
+            "TrainerConfig.wandb_project needs the [wandb] extra: pip install 'alf-rl[wandb]' "
+            "(in a clone of ALF: pip install -e '.[wandb]')",
         ),
         (
             dict(mlflow_tracking_uri="/tmp/x"),
-            "TrainerConfig.mlflow_tracking_uri needs the [mlflow] extra: pip install 'alf[mlflow]'",
+            "TrainerConfig.mlflow_tracking_uri needs the [mlflow] extra: "
+            "pip install 'alf-rl[mlflow]' (in a clone of ALF: pip install -e '.[mlflow]')",
         ),
     ],
 )
@@ -356,6 +358,6 @@ def test_missing_tracker_package_stops_the_cli_with_one_line(tmp_path):
         result,
         "alf.bin.train",
         "TrainerConfig.wandb_project needs the [wandb] extra",
-        "pip install 'alf[wandb]'",
+        "pip install 'alf-rl[wandb]'",
     )
     assert not (root / layout.METADATA_FILE).exists()

@@ -175,5 +175,5 @@ def test_bad_sizes_are_named(field):
 def test_missing_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vizdoom", None)  # import vizdoom -> ImportError
     monkeypatch.setitem(sys.modules, "vizdoom.gymnasium_wrapper", None)
-    with pytest.raises(UserError, match=r"alf\[vizdoom\]"):
+    with pytest.raises(UserError, match=r"alf-rl\[vizdoom\]"):
         VizdoomPreset().make(BASIC, training=True)

@@ -107,5 +107,5 @@ def test_missing_package_names_the_extra(tmp_path):
         check=False,
     )
     assert result.returncode == 2, result.stderr
-    assert_clean_user_error(result, TRAIN, "VizdoomBasic-v1", "pip install 'alf[vizdoom]'")
+    assert_clean_user_error(result, TRAIN, "VizdoomBasic-v1", "pip install 'alf-rl[vizdoom]'")
     assert not root.exists()

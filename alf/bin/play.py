@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error
+from alf.errors import install_hint
 from alf.run_dir import layout
 
 
@@ -298,7 +299,7 @@ def _check_video_dependencies() -> None:
         import imageio  # noqa: F401
         import imageio_ffmpeg  # noqa: F401
     except ImportError:
-        _fail("--record_file needs imageio and imageio-ffmpeg: pip install 'alf[all]'")
+        _fail("--record_file needs imageio and imageio-ffmpeg: " + install_hint("video"))
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # render off-screen
 
 

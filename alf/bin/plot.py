@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from alf.bin.cli import print_error
+from alf.errors import install_hint
 
 EXIT_NOTHING = 1
 EXIT_USAGE = 2
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # e.g. a format matplotlib does not write
         return _fail(f"--out '{args.out}': {err}")
     except ImportError as err:
-        return _fail(f"{err}: plotting needs matplotlib (pip install 'alf[research]')")
+        return _fail(f"{err}: plotting needs matplotlib ({install_hint('research')})")
     envs = len({c.group.env for c in curves})
     used = sum(c.seeds for c in curves)
     print(

@@ -16,6 +16,7 @@ from alf.data_structures import StepType, TimeStep
 from alf.environments.action_check import ActionChecker, first_time_step, numpy_dtype
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.data_check import DataChecker
+from alf.errors import install_hint
 from alf.tensor_specs import from_gym_space
 
 __all__ = ["EnvPoolEnvironment"]
@@ -31,7 +32,7 @@ def _import_envpool() -> ModuleType:
         import envpool
     except ImportError as err:
         raise ImportError(
-            f"vectorization_mode='envpool' needs EnvPool ({err}): pip install 'alf[envpool]'"
+            f"vectorization_mode='envpool' needs EnvPool ({err}): {install_hint('envpool')}"
         ) from err
     return envpool
 

@@ -30,7 +30,7 @@ from typing import Any
 import gymnasium as gym
 
 from alf.config import configurable
-from alf.errors import UserError
+from alf.errors import UserError, install_hint
 
 __all__ = [
     "LoadOptions",
@@ -64,6 +64,7 @@ class _Namespace:
 _ATARI = _Namespace("ale_py", "atari", "an Atari game (ALE)")
 _DMC = _Namespace("shimmy", "dmc", "a DeepMind Control task (through shimmy)")
 _VIZDOOM = _Namespace("vizdoom.gymnasium_wrapper", "vizdoom", "a VizDoom scenario")
+_MINIGRID = _Namespace("minigrid", "minigrid", "a MiniGrid or BabyAI environment")
 
 
 def _namespace_of(env_id: str) -> _Namespace | None:
@@ -73,6 +74,8 @@ def _namespace_of(env_id: str) -> _Namespace | None:
         return _DMC
     if env_id.startswith("Vizdoom"):
         return _VIZDOOM
+    if env_id.startswith(("MiniGrid-", "BabyAI-")):
+        return _MINIGRID
     return None
 
 
@@ -89,7 +92,7 @@ def _register_namespace(env_id: str, namespace: _Namespace) -> bool:
             return False  # maybe a typo of a non-Atari id: the close matches will tell
         raise MissingExtraError(
             f"Environment id '{env_id}' is {namespace.what} and needs "
-            f"'{namespace.module}' ({err}): pip install 'alf[{namespace.extra}]'"
+            f"'{namespace.module}' ({err}): {install_hint(namespace.extra)}"
         ) from err
     gym.register_envs(module)
     if namespace is _DMC and env_id not in gym.registry:
@@ -98,7 +101,7 @@ def _register_namespace(env_id: str, namespace: _Namespace) -> bool:
         except ImportError as err:
             raise MissingExtraError(
                 f"Environment id '{env_id}' needs 'dm_control' ({err}): "
-                f"pip install 'alf[{namespace.extra}]'"
+                + install_hint(namespace.extra)
             ) from err
     return True
 
@@ -108,11 +111,14 @@ def resolve_env_id(env_name: str) -> str:
 
     Args:
         env_name: a registered Gymnasium id; ``module:EnvName-v0`` where importing
-            ``module`` registers ``EnvName-v0``; or an id of a namespace registered by an
-            extra (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ``dm_control/cheetah-run-v0``).
+            ``module`` registers ``EnvName-v0``; ``module:Class`` for a ``gymnasium.Env``
+            subclass (or a function returning an environment) defined in ``module``,
+            registered here as ``module/Class``; or an id of a namespace registered by
+            an extra (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ``dm_control/cheetah-run-v0``,
+            ``VizdoomBasic-v1``, ``MiniGrid-Empty-5x5-v0``).
 
     Returns:
-        The plain id (without the module part).
+        The registered id (without the module part).
 
     Raises:
         MissingExtraError: the id's namespace needs a package that is not installed.
@@ -121,13 +127,10 @@ def resolve_env_id(env_name: str) -> str:
     """
     env_id = env_name
     if ":" in env_name:
-        module, env_id = env_name.split(":", 1)
-        try:
-            importlib.import_module(module)
-        except ImportError as err:
-            raise UnknownEnvironmentError(
-                f"Cannot import module '{module}' of environment id '{env_name}': {err}"
-            ) from err
+        module_name, env_id = env_name.split(":", 1)
+        module = _import_env_module(module_name, env_name)
+        if env_id not in gym.registry:
+            env_id = _register_class(module, module_name, env_id)
     namespace = _namespace_of(env_id)
     registered = True
     if env_id not in gym.registry and namespace is not None:
@@ -136,10 +139,38 @@ def resolve_env_id(env_name: str) -> str:
         matches = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=5, cutoff=0.6)
         hint = f" Close matches: {', '.join(matches)}." if matches else ""
         if not registered:
-            hint += " If it is an Atari game: pip install 'alf[atari]'."
+            hint += f" If it is an Atari game: {install_hint('atari')}."
         raise UnknownEnvironmentError(
             f"Environment id '{env_id}' is not registered with Gymnasium.{hint}"
         )
+    return env_id
+
+
+def _import_env_module(module_name: str, env_name: str) -> Any:
+    """Imports the module part of ``module:Id``, with a hint when it is not found."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name is not None and module_name.startswith(err.name):
+            raise UnknownEnvironmentError(
+                f"Cannot import module '{module_name}' of environment id '{env_name}': "
+                f"{err}. If it is your own file, put its folder on PYTHONPATH (export "
+                "PYTHONPATH=/path/to/folder) or run from that folder with python -m."
+            ) from err
+        raise
+
+
+def _register_class(module: Any, module_name: str, name: str) -> str:
+    """Registers ``module.<name>`` (an environment class or factory) as ``module/name``
+    if it is one; returns the id to look up (``name`` itself otherwise)."""
+    entry = getattr(module, name, None)
+    is_env_class = isinstance(entry, type) and issubclass(entry, gym.Env)
+    is_factory = callable(entry) and not isinstance(entry, type)
+    if not (is_env_class or is_factory):
+        return name
+    env_id = f"{module_name}/{name}"
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=entry)
     return env_id
 
 

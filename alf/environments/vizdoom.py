@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 from alf.config import configurable
-from alf.errors import UserError
+from alf.errors import UserError, install_hint
 
 __all__ = ["VizdoomFrame", "VizdoomPreset", "VizdoomPresetError", "is_vizdoom_id"]
 
@@ -154,7 +154,7 @@ def _import_vizdoom(env_id: str) -> Any:
     except ImportError as err:
         raise VizdoomPresetError(
             f"suite_gym.load.preset='vizdoom' for '{env_id}' needs the 'vizdoom' package "
-            f"({err}): pip install 'alf[vizdoom]'"
+            f"({err}): {install_hint('vizdoom')}"
         ) from err
 
 

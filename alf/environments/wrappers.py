@@ -22,7 +22,7 @@ import numpy as np
 
 from alf.config import configurable
 
-__all__ = ["ChannelFirst", "ObservationSubset", "RewardSign"]
+__all__ = ["ChannelFirst", "DropObservationKeys", "ObservationSubset", "RewardSign"]
 
 gin.external_configurable(gym.wrappers.FlattenObservation, module="alf.environments.wrappers")
 
@@ -61,6 +61,68 @@ class ObservationSubset(gym.ObservationWrapper):
 
     def observation(self, observation: Any) -> np.ndarray:
         return np.asarray(observation)[self._indices]
+
+
+@configurable
+class DropObservationKeys(gym.ObservationWrapper):
+    """Leaves entries out of a ``Dict`` observation, e.g. a space ALF cannot represent
+    (MiniGrid's text ``mission``) or an entry the agent should not see::
+
+        suite_gym.load.wrappers = [@DropObservationKeys]
+        DropObservationKeys.keys = ['mission']
+
+    The observation stays a ``Dict`` (of the entries left). A key inside a nested
+    ``Dict`` is named by its path, ``'outer/inner'``.
+
+    Args:
+        env: the environment to wrap; its observation space must be a ``Dict``.
+        keys: the entries to leave out.
+
+    Raises:
+        TypeError: the observation space is not a ``Dict``.
+        ValueError: a key is not in the observation space, or every entry would go.
+    """
+
+    def __init__(self, env: gym.Env, *, keys: Sequence[str]) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Dict):
+            raise TypeError(f"DropObservationKeys needs a Dict observation space, got {space}")
+        self._paths = [tuple(str(key).split("/")) for key in keys]
+        self.observation_space = self._drop(space, self._paths, ())
+        if not self.observation_space.spaces:
+            raise ValueError(f"DropObservationKeys.keys {list(keys)} would drop every entry")
+
+    @classmethod
+    def _drop(
+        cls, space: gym.spaces.Dict, paths: Sequence[tuple[str, ...]], at: tuple[str, ...]
+    ) -> gym.spaces.Dict:
+        kept = {}
+        for path in paths:
+            if path[0] not in space.spaces:
+                raise ValueError(
+                    f"DropObservationKeys: no observation entry '{'/'.join(at + path)}' "
+                    f"(the entries are {sorted(space.spaces)})"
+                )
+        for key, sub in space.spaces.items():
+            if (key,) in paths:
+                continue
+            inner = [p[1:] for p in paths if p[0] == key and len(p) > 1]
+            kept[key] = cls._drop(sub, inner, (*at, key)) if inner else sub
+        return gym.spaces.Dict(kept)
+
+    def observation(self, observation: Any) -> dict[str, Any]:
+        return _select(observation, self.observation_space)
+
+
+def _select(observation: Any, space: gym.spaces.Dict) -> dict[str, Any]:
+    """The entries of a ``Dict`` observation that ``space`` keeps, recursively."""
+    return {
+        key: _select(observation[key], sub)
+        if isinstance(sub, gym.spaces.Dict)
+        else observation[key]
+        for key, sub in space.spaces.items()
+    }
 
 
 @configurable

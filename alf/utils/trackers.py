@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
-from alf.errors import UserError
+from alf.errors import UserError, install_hint
 
 __all__ = [
     "MlflowTracker",
@@ -85,7 +85,7 @@ def _import(module: str, setting: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as err:
         raise TrackerError(
-            f"TrainerConfig.{setting} needs the [{extra}] extra: pip install 'alf[{extra}]'"
+            f"TrainerConfig.{setting} needs the [{extra}] extra: {install_hint(extra)}"
         ) from err
 
 
