@@ -9,7 +9,8 @@ Usage::
 
 The algorithms take turns. Each turn starts ``alf.bin.train`` in the algorithm's run
 directory (the same command every time, in a session of its own), waits until the run
-is training (its ``Resumed from`` line, or its first checkpoint for a fresh run), waits
+is training (its ``Resumed from`` line and a progress record after it, or its first
+checkpoint for a fresh run), waits
 a random time (uniform in ``[0, --max_delay_s]``: kills fall into collection, updates,
 evaluation and checkpoint writes alike) and SIGKILLs either the trainer alone or its
 whole process group (chosen at random). Then:
@@ -151,14 +152,22 @@ def semaphores_of(pid: int) -> list[str]:
     return glob.glob(f"/dev/shm/sem.alf_{pid}-*")
 
 
+def _records(root: Path) -> int:
+    path = root / "progress.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
 def wait_ready(proc: subprocess.Popen, log: Path, root: Path, resuming: bool) -> str | None:
-    """Waits until the run trains; returns its ``Resumed from`` line (None for a fresh
-    run, once it wrote its first checkpoint). Raises RuntimeError if it exits first."""
+    """Waits until the run trains: a resumed run has printed its ``Resumed from`` line
+    and written a progress record since (an async run's actors are up), a fresh run has
+    written its first checkpoint. Returns the ``Resumed from`` line (None: fresh).
+    Raises RuntimeError if the run exits first."""
     deadline = time.monotonic() + READY_TIMEOUT_S
+    records = _records(root)
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace")
         match = _RESUMED.search(text)
-        if match:
+        if match and _records(root) > records:
             return match.group(0)
         if not resuming and _checkpoints(root):
             return None
