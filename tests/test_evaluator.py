@@ -156,3 +156,16 @@ def test_no_finished_episode_raises():
     with pytest.raises(RuntimeError, match="No evaluation episode"):
         Evaluator(env=env, algorithm=algorithm, num_episodes=1).evaluate(max_steps=10)
     assert not algorithm.training  # the mode before evaluation is restored
+
+
+def test_an_episode_that_ends_at_the_cap_is_complete_not_cut():
+    # Episodes of exactly max_episode_steps steps end on their own (the usual case: the
+    # cap is the environment's own time limit): each counts once, none is cut.
+    env = _FixedLengthEnv([4, 4])
+    result = Evaluator(
+        env=env, algorithm=_PredictOnly(), num_episodes=4, max_episode_steps=4
+    ).evaluate()
+    assert result.lengths == [4, 4, 4, 4] and result.num_cut_episodes == 0
+    cut = Evaluator(env=env, algorithm=_PredictOnly(), num_episodes=2, max_episode_steps=3)
+    result = cut.evaluate()
+    assert result.lengths == [3, 3] and result.num_cut_episodes == 2

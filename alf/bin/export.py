@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error
+from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error, use_plain_log_lines
 
 
 def build_parser() -> ToolParser:
@@ -72,6 +72,7 @@ def _check_out(path: str) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Loads the run and writes its policy; see the module docstring."""
     args = build_parser().parse(argv)
+    use_plain_log_lines()
     if not args.root_dir:
         _fail("--root_dir is required")
     if not args.format:

@@ -3,7 +3,7 @@ r"""Plays a trained agent: prints each episode's return, then ``average_return: 
 Usage::
 
     python -m alf.bin.play --root_dir=~/runs/ppo [--checkpoint_step=N] \
-        [--num_episodes=10] [--record_file=out.mp4]
+        [--num_episodes=10] [--record_file=out.mp4 (one episode unless --num_episodes)]
 
 The run's ``config.gin`` rebuilds the environment and algorithm; the newest checkpoint
 (or iteration ``N``) supplies the parameters; actions come from ``predict_step``.
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error
+from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error, use_plain_log_lines
 from alf.errors import install_hint
 from alf.run_dir import layout
 
@@ -49,7 +49,9 @@ def build_parser() -> ToolParser:
         "(default: the environment's own time limit, else 100000)",
     )
     parser.add_argument(
-        "--num_episodes", type=int, default=10, help="episodes to play (default: 10)"
+        "--num_episodes",
+        type=int,
+        help="episodes to play (default: 10, or 1 with --record_file)",
     )
     parser.add_argument(
         "--seed", type=int, default=12345, help="seed of the played environment (default: 12345)"
@@ -97,6 +99,7 @@ def _fail(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Loads the run and plays it; see the module docstring."""
     args = build_parser().parse(argv)
+    use_plain_log_lines()
     import gymnasium
 
     from alf.errors import AlfError
@@ -104,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     if not args.root_dir:
         _fail("--root_dir is required")
+    if args.num_episodes is None:
+        args.num_episodes = 1 if args.record_file else 10
     if args.num_episodes < 1:
         _fail(f"--num_episodes must be >= 1, got {args.num_episodes}")
     checkpoint = _checkpoint_flag(args.checkpoint)
@@ -178,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"episode {i}: return {ret:.2f}, length {length}{note}", flush=True)
     if writer is not None:
         print(f"video: {args.record_file} ({writer.num_frames} frames)", flush=True)
-    print(f"average_return: {result.average_return}", flush=True)
+    # Four decimals: a float32 return's printed digits beyond them are noise.
+    print(f"average_return: {round(result.average_return, 4)}", flush=True)
 
 
 def _checkpoint_flag(text: str | None) -> int | str | None:

@@ -151,6 +151,7 @@ def _build_trainer(args: argparse.Namespace, root_dir: str) -> tuple[Any, Any]:
 
     conf_params = list(args.conf_param)
     if args.device:
+        _note_device_override(args, alf_config, import_configurables)
         conf_params.append(f"TrainerConfig.device = {args.device!r}")
     context = None
     try:
@@ -181,6 +182,25 @@ def _build_trainer(args: argparse.Namespace, root_dir: str) -> tuple[Any, Any]:
             _report_failure(err, message, EXIT_USER_ERROR, args.traceback)
         raise
     raise AssertionError("unreachable")
+
+
+def _note_device_override(args: argparse.Namespace, alf_config: Any, register: Any) -> None:
+    """``--device`` wins over the config's ``TrainerConfig.device``, as a ``--conf_param``
+    would; a note says so when the config chose another device. (A config that cannot
+    be loaded is reported by the load that follows.)"""
+    try:
+        register()
+        alf_config.load_config(args.conf, list(args.conf_param))
+        configured = alf_config.current_bindings().get("TrainerConfig.device")
+    except Exception:
+        return
+    if configured is not None and configured != repr(args.device):
+        print(
+            f"alf.bin.train: note: --device={args.device} overrides TrainerConfig.device="
+            f"{configured} of the config",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _report_failure(err: BaseException, message: str, code: int, full: bool) -> None:

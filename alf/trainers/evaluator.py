@@ -156,7 +156,8 @@ class Evaluator:
                     result.lengths.append(length)
                     result.cut.append(False)
             tracker.pop_completed()
-            playing = ~waiting & (done < quota)
+            # (An episode that ended on this step is complete, whatever its length.)
+            playing = ~waiting & (done < quota) & ~time_step.is_last().numpy()
             for env_id in np.flatnonzero(playing & (tracker.current_lengths >= cap)):
                 done[env_id] += 1
                 waiting[env_id] = True
