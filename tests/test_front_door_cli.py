@@ -25,7 +25,7 @@ from helpers_cli import (
 
 TRAIN = "alf.bin.train"
 
-_USER_ENVS = '''
+_USER_ENVS = """
 import gymnasium as gym
 import numpy as np
 
@@ -45,7 +45,7 @@ class AlfTestUfuncEnv(gym.Env):
 
 gym.register("AlfTestBroken-v0", entry_point=AlfTestBrokenEnv)
 gym.register("AlfTestUfunc-v0", entry_point=AlfTestUfuncEnv)
-'''
+"""
 
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]", re.MULTILINE)
 
@@ -97,8 +97,7 @@ def test_alf_config_errors_stay_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith(f"{TRAIN}: error")]
     assert lines == [
-        f"{TRAIN}: error: invalid configuration: PPOAlgorithm.num_epochs = 0 must be an "
-        "int >= 1"
+        f"{TRAIN}: error: invalid configuration: PPOAlgorithm.num_epochs = 0 must be an int >= 1"
     ], result.stderr
 
 
@@ -161,3 +160,17 @@ def test_help_exits_zero(tool: str) -> None:
     assert "--root_dir" in result.stdout
     assert os.path.join("alf", "bin", f"{tool}.py") not in result.stdout.splitlines()[0]
 
+
+def test_device_flag_over_the_configs_device_says_so(tmp_path: Path) -> None:
+    cmd = [
+        *train_cmd(
+            tmp_path / "run", "TrainerConfig.device='cuda'", "TrainerConfig.num_env_steps=256"
+        ),
+        "--device=cpu",
+    ]
+    result = run_cli(cmd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        "alf.bin.train: note: --device=cpu overrides TrainerConfig.device='cuda' of the config"
+        in result.stderr
+    )
