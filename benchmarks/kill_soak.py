@@ -179,21 +179,29 @@ def wait_ready(proc: subprocess.Popen, log: Path, root: Path, resuming: bool) ->
     raise RuntimeError(f"the run did not start training within {READY_TIMEOUT_S:.0f} s ({log})")
 
 
-def check_resume(line: str | None, expected: tuple[int, Path] | None) -> str | None:
-    """What is wrong with a start's ``Resumed from`` line given the newest checkpoint
-    that survived the kill (None: right)."""
+def expected_resume(root: Path) -> tuple[str, int, int] | None:
+    """(file, iteration, env steps) of the newest checkpoint, which the next start must
+    resume from (read before it starts: it rotates old checkpoints away)."""
     from alf.run_dir.checkpoints import read_checkpoint_file
 
+    newest = _checkpoints(root)
+    if not newest:
+        return None
+    saved = read_checkpoint_file(str(newest[-1][1]))
+    return str(newest[-1][1].resolve()), saved.iteration, saved.env_steps
+
+
+def check_resume(line: str | None, expected: tuple[str, int, int] | None) -> str | None:
+    """What is wrong with a start's ``Resumed from`` line given the newest checkpoint
+    that survived the kill (None: right)."""
     if expected is None:
         return None if line is None else f"resumed without a checkpoint: {line}"
     if line is None:
-        return f"started fresh although {expected[1]} exists"
+        return f"started fresh although {expected[0]} exists"
     match = _RESUMED.search(line)
     assert match is not None
-    saved = read_checkpoint_file(str(expected[1]))
     got = (os.path.abspath(match.group(1)), int(match.group(2)), int(match.group(3)))
-    want = (str(expected[1].resolve()), saved.iteration, saved.env_steps)
-    return None if got == want else f"resumed {got}, expected {want}"
+    return None if got == expected else f"resumed {got}, expected {expected}"
 
 
 def one_turn(name: str, root: Path, rng: random.Random, tally: Tally, max_delay_s: float) -> str:
@@ -202,7 +210,7 @@ def one_turn(name: str, root: Path, rng: random.Random, tally: Tally, max_delay_
     conf, params = ALGOS[name]
     cmd = [sys.executable, "-m", "alf.bin.train", f"--root_dir={root}", f"--conf={EXAMPLES / conf}"]
     cmd += [f"--conf_param={p}" for p in (*_COMMON, *params)]
-    expected = _checkpoints(root)[-1] if _checkpoints(root) else None
+    expected = expected_resume(root)
     log = root.parent / f"{name}.start-{tally.kills:03d}.log"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     with open(log, "w") as out:
@@ -224,7 +232,7 @@ def one_turn(name: str, root: Path, rng: random.Random, tally: Tally, max_delay_
             verdict = "WRONG"
         else:
             tally.verified += 1
-            verdict = f"verified at iteration {expected[0]}"
+            verdict = f"verified at iteration {expected[1]}"
     if tally.last_killed is not None:
         tally.shm_left += len(semaphores_of(tally.last_killed))
     time.sleep(rng.uniform(0.0, max_delay_s))
