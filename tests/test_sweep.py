@@ -1,6 +1,9 @@
 """Tests of ``alf.bin.sweep``: grid parsing, launching grid points x seeds as real
 ``alf.bin.train`` runs (CartPole, a few thousand steps), skipping finished runs,
-resuming interrupted ones after Ctrl-C, a failing run among good ones, and bad input."""
+resuming interrupted ones after Ctrl-C, a failing run among good ones, and bad input;
+no orphans: kill -9 of a sweep (its run checkpoints and exits, a rerun resumes it), a run
+still training in a run directory adopted by the sweep, and a second Ctrl-C (nothing left
+in /dev/shm, status.json repaired, no unrelated log line quoted)."""
 
 from __future__ import annotations
 

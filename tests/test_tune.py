@@ -1,6 +1,8 @@
 """Tests of ``alf.bin.tune``: search-space parsing, bad input, and real Optuna studies of
 CartPole runs: a study continued by a second command, a pruned trial, and a trial
-interrupted by Ctrl-C and resumed from its checkpoint."""
+interrupted by Ctrl-C and resumed from its checkpoint; every value of a space checked
+before the first trial, exit 1 when no trial finished, a corrupt study file, and kill -9
+of the tuner (no orphan; a trial that finished unwatched is told, not rerun)."""
 
 from __future__ import annotations
 
