@@ -125,6 +125,11 @@ class Run:
         """The records of ``progress.jsonl``: training summaries and evaluations."""
         return layout.read_progress(self.root_dir)
 
+    def evaluations(self) -> list[dict[str, Any]]:
+        """The records of ``evaluations.jsonl``: each evaluation's ``iteration``,
+        ``env_steps`` and per-episode ``returns`` and ``lengths``."""
+        return layout.read_evaluations(self.root_dir)
+
     def _rebuild(self, *, seed: int | None = None, render_mode: str | None = None) -> Any:
         from alf.configurables import import_configurables
         from alf.trainers.trained_run import load_trained_run

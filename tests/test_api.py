@@ -101,3 +101,41 @@ def test_errors_are_alf_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="PPOAlgorithm.num_epochs"):
         alf.train(CONF, root_dir=str(tmp_path / "x"), bindings={"PPOAlgorithm.num_epochs": 0})
     assert not (tmp_path / "x").exists()
+
+
+def test_videos_while_training_and_per_episode_evaluation_records(tmp_path: Path) -> None:
+    import imageio.v3 as iio
+
+    run = alf.train(
+        CONF,
+        root_dir=str(tmp_path / "video"),
+        bindings={
+            **BINDINGS,
+            "TrainerConfig.num_env_steps": 2048,
+            "TrainerConfig.video_interval": 4,
+            "TrainerConfig.eval_interval": 4,
+            "TrainerConfig.num_eval_episodes": 3,
+        },
+    )
+    videos = sorted(p.name for p in (Path(run.root_dir) / "videos").iterdir())
+    assert videos == ["iteration-4.mp4", "iteration-8.mp4"]
+    frames = iio.imread(Path(run.root_dir) / "videos" / "iteration-8.mp4")
+    assert frames.ndim == 4 and frames.shape[0] >= 9 and frames.shape[-1] == 3
+    records = run.evaluations()
+    assert [r["iteration"] for r in records] == [4, 8]
+    assert all(len(r["returns"]) == len(r["lengths"]) == 3 for r in records)
+    progress = [r for r in run.progress() if "eval/return_std" in r]
+    assert progress[-1]["eval/return_std"] == pytest.approx(np.std(records[-1]["returns"]))
+
+
+def test_a_video_that_cannot_be_made_is_a_warning(tmp_path: Path) -> None:
+    # ALF's MaskedChoice environment does not render: the run trains on without videos.
+    run = alf.train(
+        str(REPO / "alf" / "examples" / "ppo_masked.gin"),
+        root_dir=str(tmp_path / "novideo"),
+        bindings={"TrainerConfig.num_env_steps": 512, "TrainerConfig.video_interval": 1},
+    )
+    assert run.status()["state"] == "finished"
+    assert not (Path(run.root_dir) / "videos").exists() or not any(
+        (Path(run.root_dir) / "videos").iterdir()
+    )

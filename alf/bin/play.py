@@ -25,11 +25,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error, use_plain_log_lines
 from alf.errors import install_hint
 from alf.run_dir import layout
+from alf.utils.video import FrameRecorder, RenderError, VideoWriter
 
 
 def build_parser() -> ToolParser:
@@ -145,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     )
                 metadata = getattr(getattr(env, "gym_env", None), "metadata", {})
                 try:
-                    writer = _VideoWriter(args.record_file, fps=metadata.get("render_fps", 30))
+                    writer = VideoWriter(args.record_file, fps=metadata.get("render_fps", 30))
                 except OSError as err:
                     _fail(f"cannot write --record_file '{args.record_file}': {err}")
         except AlfError as err:
@@ -156,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 _fail(f"cannot load the run from '{root_dir}': {err}")
             _fail(str(err))
 
-        recorder = _FrameRecorder(env, writer) if writer else env
+        recorder = FrameRecorder(env, writer) if writer else env
         evaluator = Evaluator(
             env=recorder,
             algorithm=algorithm,
@@ -166,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         try:
             result = evaluator.evaluate()
-        except _RenderError as err:
+        except RenderError as err:
             _fail(f"cannot record video of {_env_name()!r}: rendering failed: {err}")
         except AlfError as err:  # the environment failed (one line naming it)
             sys.exit(print_error("alf.bin.play", str(err), err.exit_code))
@@ -239,66 +238,6 @@ def load_trained_run(
     )
 
 
-class _VideoWriter:
-    """Appends frames to an mp4 as they are rendered (never holding them all in memory).
-
-    The frames go to a temporary file beside ``path``, renamed to ``path`` by
-    :meth:`close` when the video is kept.
-    """
-
-    def __init__(self, path: str, fps: int) -> None:
-        import imageio.v2 as imageio
-
-        self.path = os.path.abspath(path)
-        base, ext = os.path.splitext(self.path)
-        self._partial = f"{base}.partial-{os.getpid()}{ext}"
-        self._created_dirs = _missing_dirs(os.path.dirname(self.path))
-        try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._writer = imageio.get_writer(self._partial, fps=fps, macro_block_size=1)
-        except BaseException:
-            _remove_video(self._partial, self._created_dirs)
-            raise
-        self.num_frames = 0
-
-    def append(self, frame: np.ndarray) -> None:
-        self._writer.append_data(frame)
-        self.num_frames += 1
-
-    def close(self, *, keep: bool = True) -> None:
-        """Finishes the video: renamed to ``path`` if ``keep``, else removed (with the
-        folders created for it, if left empty)."""
-        try:
-            self._writer.close()
-        finally:
-            if keep:
-                if os.path.exists(self._partial):  # (not if no frame was rendered)
-                    os.replace(self._partial, self.path)
-            else:
-                _remove_video(self._partial, self._created_dirs)
-
-
-def _missing_dirs(path: str) -> list[str]:
-    """The folders of ``path`` that do not exist yet, innermost first."""
-    missing = []
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        missing.append(path)
-        path = os.path.dirname(path)
-    return missing
-
-
-def _remove_video(path: str, created_dirs: Sequence[str]) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
-    for directory in created_dirs:
-        try:
-            os.rmdir(directory)
-        except OSError:  # not empty, or gone
-            break
-
-
 def _check_video_dependencies() -> None:
     """Fails before any episode is played if the video packages are missing."""
     try:
@@ -354,41 +293,6 @@ def _env_name() -> str:
         return str(ast.literal_eval(value))
     except (ValueError, SyntaxError):
         return value
-
-
-class _RenderError(Exception):
-    """The environment failed to render a frame (the message is one line)."""
-
-
-class _FrameRecorder:
-    """Forwards an environment and writes the frame rendered after every reset/step."""
-
-    def __init__(self, env: Any, writer: _VideoWriter) -> None:
-        self._env = env
-        self._writer = writer
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    def _capture(self) -> None:
-        try:
-            frame = self._env.render()
-        except Exception as err:
-            raise _RenderError(" ".join(f"{type(err).__name__}: {err}".split())) from err
-        if isinstance(frame, tuple | list):
-            frame = frame[0]
-        if frame is not None:
-            self._writer.append(frame)
-
-    def reset(self) -> Any:
-        time_step = self._env.reset()
-        self._capture()
-        return time_step
-
-    def step(self, action: Any) -> Any:
-        time_step = self._env.step(action)
-        self._capture()
-        return time_step
 
 
 def run() -> None:

@@ -4,6 +4,8 @@ A run directory (``--root_dir`` of ``alf.bin.train``) holds::
 
     config.gin          the operative config (every binding, defaults included)
     progress.jsonl      one JSON object per train summary or evaluation
+    evaluations.jsonl   one JSON object per evaluation: each episode's return and length
+    videos/             iteration-<N>.mp4 of evaluation episodes (TrainerConfig.video_interval)
     status.json         what the run is doing: running (with its pid), finished,
                         stopped or failed (with the error)
     run_info.json       how it was started (command line, git revision, versions, host,
@@ -42,10 +44,12 @@ __all__ = [
     "LOCK_FILE",
     "CODE_DIFF_FILE",
     "CONFIG_FILE",
+    "EVALUATIONS_FILE",
     "LOG_FILE",
     "METADATA_FILE",
     "PROGRESS_FILE",
     "STATUS_FILE",
+    "VIDEO_DIR",
     "RunStatus",
     "find_run_dirs",
     "is_run_dir",
@@ -54,6 +58,7 @@ __all__ = [
     "read_bindings",
     "read_json",
     "read_metadata",
+    "read_evaluations",
     "read_progress",
     "read_status",
     "remove_stale_temporaries",
@@ -108,10 +113,16 @@ def check_writable(root_dir: str) -> None:
 
 CONFIG_FILE = "config.gin"
 PROGRESS_FILE = "progress.jsonl"
+EVALUATIONS_FILE = "evaluations.jsonl"
+"""One JSON object per evaluation: ``iteration``, ``env_steps``, ``elapsed_s`` and the
+per-episode ``returns``, ``lengths`` and ``cut`` (cut at the step cap)."""
 STATUS_FILE = "status.json"
 METADATA_FILE = "run_info.json"
 CODE_DIFF_FILE = "code.diff"
 CHECKPOINT_DIR = "checkpoints"
+VIDEO_DIR = "videos"
+"""``iteration-<N>.mp4``: evaluation episodes recorded while training
+(``TrainerConfig.video_interval``)."""
 LOCK_FILE = ".lock"
 """Held (``flock``) by the process training in the run directory."""
 LOG_FILE = "train.log"
@@ -278,12 +289,23 @@ def find_run_dirs(paths: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
+def read_evaluations(run_dir: str) -> list[dict[str, Any]]:
+    """The records of ``evaluations.jsonl`` in order (unreadable lines skipped): each
+    evaluation's per-episode ``returns`` and ``lengths``."""
+    return _read_jsonl(os.path.join(run_dir, EVALUATIONS_FILE))
+
+
 def read_progress(run_dir: str) -> list[dict[str, Any]]:
     """The records of ``progress.jsonl`` in order (a line being written, or otherwise
     unreadable, is skipped)."""
+    return _read_jsonl(os.path.join(run_dir, PROGRESS_FILE))
+
+
+def _read_jsonl(path: str) -> list[dict[str, Any]]:
+    """The JSON objects of a ``.jsonl`` file (unreadable lines skipped; [] if missing)."""
     records = []
     try:
-        with open(os.path.join(run_dir, PROGRESS_FILE)) as f:
+        with open(path) as f:
             for line in f:
                 try:
                     record = json.loads(line)

@@ -41,6 +41,7 @@ from alf.trainers.train_report import (
     write_eval_summary,
 )
 from alf.trainers.trainer_config import TrainerConfig
+from alf.trainers.training_video import TrainingVideos
 from alf.unrollers.collector import Collector
 from alf.utils.distributed import DistributedContext
 from alf.utils.summary import (
@@ -97,6 +98,7 @@ class RLTrainer:
         self._stop_requested = False  # this process was asked to stop
         self._stopping = False  # ... and the ranks agreed on it (see _agree_on_stop)
         self.reached_target = False
+        self._videos: TrainingVideos | None = None
         self.finished_before = False
         """The run had used its budget before this session: nothing is built, trained
         or written (:meth:`train` returns at once)."""
@@ -188,7 +190,16 @@ class RLTrainer:
             return
         self.checkpointer.remove_stale_temporaries()
         layout.remove_stale_temporaries(root_dir)
-        truncate_progress_log(os.path.join(root_dir, layout.PROGRESS_FILE), self.iteration)
+        if config.video_interval:
+            self._videos = TrainingVideos(
+                root_dir=root_dir,
+                algorithm=self.rollout_algorithm,
+                interval=config.video_interval,
+                seed=config.random_seed,
+                max_episode_steps=config.max_eval_episode_steps,
+            )
+        for log in (layout.PROGRESS_FILE, layout.EVALUATIONS_FILE):
+            truncate_progress_log(os.path.join(root_dir, log), self.iteration)
         # Events after the resumed step (or all of them, for a fresh start) belong to a
         # run that is being redone: drop them. Trackers start; run_info.json is written.
         self.summary = start_run_logging(
@@ -401,6 +412,8 @@ class RLTrainer:
                 self._write_train_summary(report, stats)
             if config.eval_interval and self.iteration % config.eval_interval == 0:
                 self.evaluate()
+            if self._videos is not None and self._videos.due(self.iteration):
+                self._videos.record(self.iteration)
             if self.iteration % config.checkpoint_interval == 0:
                 self.save_checkpoint()
             self._agree_on_stop()

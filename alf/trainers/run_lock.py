@@ -15,13 +15,14 @@ __all__ = ["RunDirLock", "RunDirLockedError"]
 _RUN_FILES = (
     layout.CONFIG_FILE,
     layout.PROGRESS_FILE,
+    layout.EVALUATIONS_FILE,
     layout.STATUS_FILE,
     layout.METADATA_FILE,
     layout.CODE_DIFF_FILE,
 )
 """Files a trainer writes at the top of ``root_dir`` (with their ``.tmp`` siblings)."""
 
-_RUN_DIRS = (layout.CHECKPOINT_DIR, "train", "eval", "wandb")
+_RUN_DIRS = (layout.CHECKPOINT_DIR, layout.VIDEO_DIR, "train", "eval", "wandb")
 """Folders a trainer writes into: checkpoints, TensorBoard's ``train/`` and ``eval/``
 (:class:`~alf.utils.summary.SummaryLogger`) and W&B's files
 (:class:`~alf.utils.trackers.WandbTracker`)."""

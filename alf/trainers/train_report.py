@@ -101,6 +101,7 @@ def write_eval_summary(
         "eval",
         {
             "average_return": result.average_return,
+            "return_std": float(np.std(result.returns)),
             "average_episode_length": result.average_episode_length,
             # Only when some were cut (TrainerConfig.max_eval_episode_steps).
             **({"cut_episodes": result.num_cut_episodes} if result.num_cut_episodes else {}),
@@ -108,6 +109,14 @@ def write_eval_summary(
         counters,
         env_steps=summary_step,
         iteration=counters["iteration"],
+    )
+    summary.write_episodes(
+        {
+            **counters,
+            "returns": [float(r) for r in result.returns],
+            "lengths": [int(n) for n in result.lengths],
+            "cut": [bool(c) for c in result.cut],
+        }
     )
     logging.info(
         "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes",

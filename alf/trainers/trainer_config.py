@@ -25,6 +25,7 @@ RESUMABLE_SETTINGS = tuple(
         "num_eval_episodes",
         "num_eval_environments",
         "max_eval_episode_steps",
+        "video_interval",
         "env_timeout_s",
         "evaluate",
         "checkpoint_interval",
@@ -88,6 +89,10 @@ class TrainerConfig:
             default): the environment's own time limit if it has one (its spec's
             ``max_episode_steps``), else
             :data:`~alf.trainers.evaluator.DEFAULT_MAX_EVAL_EPISODE_STEPS` (100,000).
+        video_interval: every this many iterations, one greedy episode is played on an
+            environment of its own and recorded to ``videos/iteration-<N>.mp4`` (headless;
+            needs the ``[video]`` extra; 0, the default: no videos). A video that cannot
+            be made is a warning, not an error.
         env_timeout_s: seconds one ``reset`` or ``step`` of the learner's own
             environments (``sync`` and ``vector_entry_point`` backends, training and
             evaluation) may take before the run stops with one line naming the call and
@@ -203,6 +208,7 @@ class TrainerConfig:
     num_eval_episodes: int = 10
     num_eval_environments: int = 10
     max_eval_episode_steps: int | None = None
+    video_interval: int = 0
     env_timeout_s: float | None = 600.0
     evaluate: bool = True
     checkpoint_interval: int = 100
@@ -267,6 +273,7 @@ class TrainerConfig:
         )
         self._check(self.initial_collect_steps >= 0, "initial_collect_steps", ">= 0")
         self._check(self.eval_interval >= 0, "eval_interval", ">= 0 (0: only at the end)")
+        self._check(self.video_interval >= 0, "video_interval", ">= 0 (0: no videos)")
         self._check(
             self.torch_num_threads is None or self.torch_num_threads >= 0,
             "torch_num_threads",

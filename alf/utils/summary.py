@@ -121,6 +121,13 @@ class SummaryLogger:
             logged[f"{group}/iteration"] = iteration
             self._each_tracker("log", lambda tracker: tracker.log_scalars(logged, step=env_steps))
 
+    def write_episodes(self, record: dict[str, Any]) -> None:
+        """Appends one evaluation's record (counters and per-episode ``returns``,
+        ``lengths``, ``cut``) as a line of ``evaluations.jsonl``."""
+        path = os.path.join(self._root_dir, layout.EVALUATIONS_FILE)
+        with self._writing(path), open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
     def text(self, tag: str, text: str) -> None:
         """Writes a text summary (e.g. the operative config) to TensorBoard."""
         with self._writing(os.path.join(self._root_dir, "train")):
