@@ -219,6 +219,11 @@ def _summary_line(result: dict[str, Any], root_dir: str) -> str:
             f"{result['env_steps']} env steps); nothing was trained or written (raise "
             "TrainerConfig.num_env_steps to train it further)"
         )
+    if result["stopped_early"] and result.get("stop_reason"):
+        return (
+            f"Stopped by a callback at iteration {result['iteration']} "
+            f"({result['stop_reason']}); checkpoint written"
+        )
     if result["stopped_early"]:
         if result["iteration"]:
             return f"Stopped by signal at iteration {result['iteration']}; checkpoint written"

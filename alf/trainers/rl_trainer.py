@@ -17,6 +17,7 @@ from alf.run_dir.checkpoints import (
 )
 from alf.run_dir.layout import check_writable
 from alf.trainers.algorithm_builder import build_algorithm
+from alf.trainers.callbacks import TrainingContext, run_hook
 from alf.trainers.collection import build_collector, learning_setup, steps_this_iteration
 from alf.trainers.components import build_components
 from alf.trainers.data_parallel import Ranks, configure_training
@@ -99,6 +100,8 @@ class RLTrainer:
         self._stopping = False  # ... and the ranks agreed on it (see _agree_on_stop)
         self.reached_target = False
         self._videos: TrainingVideos | None = None
+        self.stop_reason: str | None = None
+        """Why a callback stopped the run (None: it was not stopped by one)."""
         self.finished_before = False
         """The run had used its budget before this session: nothing is built, trained
         or written (:meth:`train` returns at once)."""
@@ -299,6 +302,8 @@ class RLTrainer:
             checkpoint_healthy_learner(self)
             raise
         self.last_eval = result
+        if self.is_main and self.config.callbacks:
+            self._call_back("on_evaluation", {}, tuple(result.returns))
         target = self.config.stop_at_eval_return
         if target is not None and result.average_return >= target:
             self.reached_target = True
@@ -349,6 +354,7 @@ class RLTrainer:
                 env_steps=self.env_steps,
                 num_env_steps=self.config.num_env_steps,
                 eval_average_return=result.get("eval_average_return"),
+                **({"stop_reason": self.stop_reason} if self.stop_reason else {}),
             )
         return result
 
@@ -370,6 +376,7 @@ class RLTrainer:
             "stopped_early": self._stopping and not self._finished(),
             "reached_target": self.reached_target,
             "finished_before": self.finished_before,
+            "stop_reason": self.stop_reason,
         }
         if self.last_eval is not None:
             result["eval_average_return"] = self.last_eval.average_return
@@ -416,6 +423,8 @@ class RLTrainer:
                 self._videos.record(self.iteration)
             if self.iteration % config.checkpoint_interval == 0:
                 self.save_checkpoint()
+            if self.is_main and config.callbacks:
+                self._call_back("on_iteration", stats)
             self._agree_on_stop()
             if self.is_main:
                 report.print_progress(
@@ -435,6 +444,25 @@ class RLTrainer:
             ):
                 self.evaluate()
             self.save_checkpoint()
+
+    def _call_back(
+        self, hook: str, stats: dict[str, Any], eval_returns: tuple[float, ...] = ()
+    ) -> None:
+        """Runs ``hook`` of ``TrainerConfig.callbacks``; one that asks to stop the run
+        gets it stopped (after this iteration, with a checkpoint)."""
+        context = TrainingContext(
+            root_dir=self.root_dir,
+            iteration=self.iteration,
+            env_steps=self.env_steps,
+            progress=self.progress(),
+            elapsed_s=self.clock.seconds,
+            stats={k: float(v) for k, v in stats.items() if _is_number(v)},
+            eval_returns=eval_returns,
+        )
+        reason = run_hook(self.config.callbacks, hook, context)
+        if reason is not None and self.stop_reason is None:
+            self.stop_reason = reason
+            self.request_stop()
 
     def _agree_on_stop(self) -> None:
         # The loop reads only the agreed flags: a signal that arrives on one rank after
@@ -485,3 +513,8 @@ class RLTrainer:
             # A finished run's session gives the lock file its earlier contents back.
             self._lock.release(undo_start=self.finished_before)
         self._closed = True
+
+
+def _is_number(value: Any) -> bool:
+    """Whether a statistic is a number (a float, an int or a 0-d tensor)."""
+    return isinstance(value, int | float) or getattr(value, "ndim", None) == 0

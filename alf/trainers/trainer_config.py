@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from alf.config import ConfigValueError, configurable, fit_config_value, invalid_value
+from alf.trainers.callbacks import Callback
 from alf.utils.trackers import WANDB_MODES
 
 __all__ = ["NONFINITE_DATA_POLICIES", "RESUMABLE_SETTINGS", "TrainerConfig"]
@@ -26,6 +27,7 @@ RESUMABLE_SETTINGS = tuple(
         "num_eval_environments",
         "max_eval_episode_steps",
         "video_interval",
+        "callbacks",
         "env_timeout_s",
         "evaluate",
         "checkpoint_interval",
@@ -93,6 +95,9 @@ class TrainerConfig:
             environment of its own and recorded to ``videos/iteration-<N>.mp4`` (headless;
             needs the ``[video]`` extra; 0, the default: no videos). A video that cannot
             be made is a warning, not an error.
+        callbacks: objects called after every iteration and evaluation (see
+            :mod:`alf.trainers.callbacks`), e.g. ``[@StopOnPlateau()]``; one can stop the
+            run.
         env_timeout_s: seconds one ``reset`` or ``step`` of the learner's own
             environments (``sync`` and ``vector_entry_point`` backends, training and
             evaluation) may take before the run stops with one line naming the call and
@@ -209,6 +214,7 @@ class TrainerConfig:
     num_eval_environments: int = 10
     max_eval_episode_steps: int | None = None
     video_interval: int = 0
+    callbacks: Sequence[Callback] = ()
     env_timeout_s: float | None = 600.0
     evaluate: bool = True
     checkpoint_interval: int = 100
