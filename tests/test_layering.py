@@ -4,6 +4,7 @@ subprocess environment workers, offline data loading) never import the trainer."
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -139,3 +140,84 @@ print("EXTRA", sorted(str(k) for k in {k for k, _ in g._REGISTRY.items()} - acti
     names = tuple(sorted(name.rsplit(".", 1)[-1] for name in extra))
     assert names == ("StopOnPlateau", "TrainerConfig"), extra
     assert "'StopOnPlateau', 'TrainerConfig'" in result.stdout, result.stdout
+
+
+# The ALF modules and packages each unit may import (at any level of a file, but under
+# ``if TYPE_CHECKING:``): layers point down. A unit is a subpackage of alf or a
+# top-level module. ``alf`` itself imports the Python API lazily, on first use.
+_CORE = {"errors", "config_checks", "config", "nest", "tensor_specs", "data_structures"}
+ALLOWED_IMPORTS: dict[str, set[str]] = {
+    "errors": set(),
+    "config_checks": {"errors"},
+    "config": {"config_checks", "errors"},
+    "nest": set(),
+    "tensor_specs": {"config", "errors", "nest"},
+    "data_structures": {"nest"},
+    "saved_config": {"config", "errors"},
+    "data_transformers": _CORE,
+    "run_dir": {"config", "errors"},
+    "utils": _CORE | {"run_dir"},
+    "environments": _CORE | {"utils"},
+    "networks": _CORE | {"utils"},
+    "replay_buffers": _CORE | {"run_dir", "utils"},
+    "algorithms": _CORE | {"data_transformers", "networks", "replay_buffers", "utils"},
+    # An actor process registers the acting packages (configurables) itself.
+    "unrollers": _CORE | {"algorithms", "environments", "utils", "configurables"},
+    "trainers": _CORE
+    | {"saved_config", "run_dir", "utils", "environments", "algorithms", "unrollers"},
+    "export": _CORE | {"trainers"},
+    # The research tools read run directories (no torch); checking a sweep's bindings
+    # before launching registers the configurables (lazily, in that function).
+    "experiments": {"errors", "config", "configurables", "run_dir"},
+    "api": {"config", "configurables", "run_dir", "trainers", "algorithms"},
+    "alf": {"api"},
+}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "alf"
+
+
+def _imports(tree: ast.AST) -> list[str]:
+    """The ``alf.*`` modules a file imports, outside ``if TYPE_CHECKING:`` blocks."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+            found.extend(f"{node.module}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return [name for name in found if name.startswith("alf.")]
+
+
+def test_layers_point_down() -> None:
+    """Every unit of ``alf`` imports only the units below it (``ALLOWED_IMPORTS``):
+    ``run_dir``, ``experiments``, ``export``, ``config_checks`` and ``errors`` included,
+    and nothing below ``unrollers`` imports it."""
+    wrong = []
+    units = set()
+    for path in sorted(ALF_DIR.rglob("*.py")):
+        relative = path.relative_to(ALF_DIR.parent).with_suffix("").parts
+        module = ".".join(part for part in relative if part != "__init__")
+        unit = _unit(module)
+        if unit in ("bin", "configurables"):
+            continue  # the top: they may import anything
+        units.add(unit)
+        for name in _imports(ast.parse(path.read_text())):
+            target = _unit(name)
+            if target != unit and target not in ALLOWED_IMPORTS.get(unit, set()):
+                wrong.append(f"{module} imports {name} ({unit} -> {target})")
+    assert units <= set(ALLOWED_IMPORTS), sorted(units - set(ALLOWED_IMPORTS))
+    assert not wrong, "\n".join(wrong)
+    for lower in ("algorithms", "environments", "networks", "replay_buffers", "utils"):
+        assert "unrollers" not in ALLOWED_IMPORTS[lower]
