@@ -219,7 +219,7 @@ def one_turn(name: str, root: Path, rng: random.Random, tally: Tally, max_delay_
         )
     try:
         line = wait_ready(proc, log, root, resuming=expected is not None)
-    except RuntimeError:
+    except BaseException:  # never leave a run training behind the soak
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--algos: unknown {unknown}; known: {', '.join(ALGOS)}")
     base = Path(args.root)
     shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
+    base.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     tallies = {name: Tally() for name in names}
     started = time.monotonic()
