@@ -278,18 +278,24 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         return adv
 
-    def policy_loss(self, info: ActorCriticTrainInfo, advantages: torch.Tensor) -> torch.Tensor:
-        """Per-step policy-gradient loss (A2C: ``-A * log pi(a|s)``)."""
-        return -advantages * info.log_prob
-
-    def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
-        """Per-step value loss: the squared error to the lambda-return (weighted by
-        ``value_loss_coef`` in the total loss)."""
-        return (info.value - info.rollout.returns) ** 2
-
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
-        pg_loss = self.policy_loss(info, self.advantages(info)).mean()
-        value_loss = self.value_loss(info).mean()
+        """A2C's loss: ``-A log pi(a|s)`` plus ``value_loss_coef`` times the squared error
+        to the lambda-return, minus ``entropy_coef`` times the entropy (means over the
+        mini-batch; :meth:`combine_losses`)."""
+        pg_loss = (-self.advantages(info) * info.log_prob).mean()
+        value_loss = ((info.value - info.rollout.returns) ** 2).mean()
+        return self.combine_losses(pg_loss, value_loss, info)
+
+    def combine_losses(
+        self, pg_loss: torch.Tensor, value_loss: torch.Tensor, info: ActorCriticTrainInfo
+    ) -> LossInfo:
+        """The total loss of an actor-critic method from its mean policy and value
+        losses: ``pg_loss + value_loss_coef * value_loss - entropy_coef * entropy``.
+
+        Returns:
+            The :class:`LossInfo` with ``pg_loss``, ``value_loss`` and, when it is in the
+            loss or :attr:`record_statistics` is set, ``entropy`` in ``extra``.
+        """
         loss = pg_loss + self.value_loss_coef * value_loss
         extra = {"pg_loss": pg_loss.detach(), "value_loss": value_loss.detach()}
         if self.entropy_coef:  # (with a zero weight it would still cost a backward pass)

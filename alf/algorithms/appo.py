@@ -21,7 +21,7 @@ from alf.algorithms.actor_critic import (
     ActorCriticRolloutInfo,
     ActorCriticTrainInfo,
 )
-from alf.algorithms.ppo import ClippedObjective
+from alf.algorithms.clipped_surrogate import ClippedSurrogate
 from alf.config import configurable, invalid_value
 from alf.data_structures import Experience, LossInfo
 from alf.utils.schedules import Schedule
@@ -31,7 +31,7 @@ __all__ = ["AppoAlgorithm"]
 
 
 @configurable
-class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
+class AppoAlgorithm(ActorCriticAlgorithm):
     """APPO: PPO's clipped objective on V-trace targets, for lagging behaviour policies.
 
     :meth:`preprocess_experience` recomputes, with the current networks and without
@@ -56,8 +56,16 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
     When the behaviour policy is the current one (all ratios 1), V-trace's ``vs`` are
     GAE's lambda-returns, and APPO trains like PPO with ``gae_lambda`` as its lambda.
 
+    The clipped objective is a
+    :class:`~alf.algorithms.clipped_surrogate.ClippedSurrogate` (``objective``), as in
+    :class:`~alf.algorithms.PPOAlgorithm`; the whole loss is :meth:`calc_loss`.
+
     ``calc_loss`` reports ``clip_fraction`` and ``mean_rho`` (the mean ratio to the
-    behaviour policy in the mini-batch); :meth:`train_from_unroll` also reports, over the
+    behaviour policy in the mini-batch); on the iterations whose summary is written,
+    each update also reports ``approx_kl`` (of the behaviour policy to the one being
+    trained, so it includes the policy lag) and the iteration ``explained_variance``
+    (of V-trace's ``vs`` by the values recomputed in preprocessing), as PPO does.
+    :meth:`train_from_unroll` also reports, over the
     trajectory's steps when V-trace was computed (before any update on it),
     ``vtrace_mean_rho``, the mean of ``pi/mu`` (about 1 whatever the lag, since
     ``E_mu[pi/mu] = 1``), and ``vtrace_mean_abs_log_rho``, the mean of ``|log(pi/mu)|``
@@ -130,7 +138,9 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
         for name, value in truncations.items():
             if not value > 0:
                 raise invalid_value(f"AppoAlgorithm.{name}", value, "> 0")
-        self._set_clip(clip, value_clip)
+        self.objective = ClippedSurrogate(
+            clip=clip, value_clip=value_clip, owner=type(self).__name__
+        )
         self.clip_rho = clip_rho
         self.clip_c = clip_c
         self.clip_pg_rho = clip_pg_rho
@@ -205,7 +215,45 @@ class AppoAlgorithm(ClippedObjective, ActorCriticAlgorithm):
         stats.update(self._vtrace_stats)
         return stats
 
+    @property
+    def clip(self) -> float:
+        """The current ratio clip epsilon."""
+        return self.objective.clip
+
+    @property
+    def value_clip(self) -> float | None:
+        """The value clip (None: the value loss is not clipped)."""
+        return self.objective.value_clip
+
+    def set_progress(self, progress: float) -> None:
+        super().set_progress(progress)
+        self.objective.set_progress(progress)
+
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
-        loss_info = super().calc_loss(info)
-        mean_rho = torch.exp(info.log_prob.detach() - info.rollout.log_prob).mean()
-        return loss_info._replace(extra={**loss_info.extra, "mean_rho": mean_rho})
+        """APPO's loss: the clipped surrogate of the V-trace advantages (ratio to the
+        behaviour policy), plus ``value_loss_coef`` times the (optionally clipped)
+        squared error to V-trace's ``vs``, minus ``entropy_coef`` times the entropy
+        (means over the mini-batch); ``mean_rho``, and ``clip_fraction`` when
+        :attr:`record_statistics` is set, in ``extra``."""
+        rollout = info.rollout
+        objective = self.objective
+        advantages = self.advantages(info)
+        pg_loss = objective.policy_loss(info.log_prob, rollout.log_prob, advantages).mean()
+        value_loss = objective.value_loss(info.value, rollout.returns, rollout.value).mean()
+        loss_info = self.combine_losses(pg_loss, value_loss, info)
+        extra = dict(loss_info.extra)
+        if self.record_statistics:
+            extra["clip_fraction"] = objective.clip_fraction(info.log_prob, rollout.log_prob)
+        extra["mean_rho"] = torch.exp(info.log_prob.detach() - rollout.log_prob).mean()
+        return loss_info._replace(extra=extra)
+
+    def update_statistics(self, info: ActorCriticTrainInfo) -> dict[str, torch.Tensor]:
+        """``approx_kl`` of the mini-batch, on the iterations whose summary is written."""
+        if not self.record_statistics:
+            return {}
+        return self.objective.update_statistics(info.log_prob, info.rollout.log_prob)
+
+    def trajectory_statistics(self, exp: Experience, valid: torch.Tensor) -> dict[str, Any]:
+        """``explained_variance`` of ``vs`` by the recomputed values."""
+        info = exp.rollout_info
+        return self.objective.trajectory_statistics(info.value, info.returns, valid)

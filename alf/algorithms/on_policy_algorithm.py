@@ -95,6 +95,34 @@ class OnPolicyAlgorithm(RLAlgorithm):
         self.mini_batch_length = mini_batch_length
         self.use_rollout_state = use_rollout_state
         self.fused_sequences = fused_sequences
+        self._epochs_run = 0
+
+    @property
+    def epochs_run(self) -> int:
+        """The epochs the last :meth:`train_from_unroll` started: ``num_epochs``, fewer
+        if :meth:`stop_epochs` stopped it, 0 if it had no step to train on."""
+        return self._epochs_run
+
+    def update_statistics(self, info: Any) -> dict[str, torch.Tensor]:
+        """Hook: statistics of one update's mini-batch besides ``calc_loss``'s, from
+        ``train_step``'s ``info`` (e.g. PPO's ``approx_kl``). They join the update's
+        ``LossInfo.extra`` (so :meth:`stop_epochs` sees them) and are averaged over the
+        iteration's updates like the losses. They must not need gradients or random
+        numbers; compute those only summaries use on :attr:`record_statistics`
+        iterations. Default: none."""
+        return {}
+
+    def trajectory_statistics(self, exp: Experience, valid: torch.Tensor) -> dict[str, Any]:
+        """Hook: statistics of the preprocessed ``[T, B]`` trajectory, over its steps where
+        the ``[T, B]`` bool ``valid`` is set (e.g. PPO's ``explained_variance``); called
+        without autograd, on :attr:`record_statistics` iterations only, before any update
+        on the trajectory. Default: none."""
+        return {}
+
+    def stop_epochs(self, loss_info: LossInfo) -> bool:
+        """Hook: whether to skip the rest of this iteration's mini-batches and epochs,
+        given the update just applied (e.g. PPO's ``target_kl``). Default: never."""
+        return False
 
     @property
     def is_recurrent(self) -> bool:
@@ -106,9 +134,15 @@ class OnPolicyAlgorithm(RLAlgorithm):
         exp = to_device(exp, self.device)
         exp = self.data_transformer.transform_experience(exp, update="rollout")
         valid = valid_mask(exp.step_type)
+        self._epochs_run = 0
         with torch.no_grad():
             exp = self.preprocess_experience(exp)
-        if not valid.any() and not self.is_data_parallel:
+        any_valid = bool(valid.any())
+        trajectory_stats: dict[str, Any] = {}
+        if any_valid and self.record_statistics:
+            with torch.no_grad():
+                trajectory_stats = self.trajectory_statistics(exp, valid.bool())
+        if not any_valid and not self.is_data_parallel:
             # E.g. unroll_length 1 and every environment just ended. (A rank of a
             # data-parallel run still takes part in every update, see _train_steps.)
             self.after_train_iter()
@@ -118,7 +152,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
         else:
             stats, num_skipped = self._train_steps(exp, valid.reshape(-1).bool())
         self.after_train_iter()
-        return summarize_updates(stats, num_skipped)
+        return {**summarize_updates(stats, num_skipped), **trajectory_stats}
 
     def _epochs(
         self, num_items: int, items_per_batch: int, num_planned: int | None = None
@@ -130,6 +164,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
         num_planned = num_items if num_planned is None else num_planned
         num_batches = -(-num_planned // max(1, min(items_per_batch, num_planned)))
         for _ in range(self.num_epochs):
+            self._epochs_run += 1
             if num_batches == 1:
                 yield None
             else:
@@ -156,7 +191,10 @@ class OnPolicyAlgorithm(RLAlgorithm):
             if mini.step_type.shape[0] == 0:
                 num_skipped += self._update_with_zero_loss()
                 continue
-            self._record(self.update_on(mini), stats)
+            update = self.update_on(mini)
+            self._record(update, stats)
+            if self.stop_epochs(update[0]):
+                break
         return stats, num_skipped
 
     def _update_with_zero_loss(self) -> int:
@@ -180,9 +218,7 @@ class OnPolicyAlgorithm(RLAlgorithm):
         length, batch = valid.shape
         seq_len = self.mini_batch_length or length
         if length % seq_len:
-            raise ValueError(
-                f"mini_batch_length={seq_len} must divide the unroll length {length}"
-            )
+            raise ValueError(f"mini_batch_length={seq_len} must divide the unroll length {length}")
 
         def to_sequences(x: torch.Tensor) -> torch.Tensor:
             # [T, B, ...] -> [L, (T / L) * B, ...]: column j * B + b is env b's j-th piece.
@@ -203,7 +239,10 @@ class OnPolicyAlgorithm(RLAlgorithm):
             if self.is_data_parallel and not mask.any():
                 num_skipped += self._update_with_zero_loss()
                 continue
-            self._record(self.update_on_sequence(mini, mask), stats)
+            update = self.update_on_sequence(mini, mask)
+            self._record(update, stats)
+            if self.stop_epochs(update[0]):
+                break
         return stats, num_skipped
 
     def update_on_sequence(
@@ -231,7 +270,19 @@ class OnPolicyAlgorithm(RLAlgorithm):
         info = self.run_sequences(exp, state).info
         flat_valid = valid.reshape(-1)
         info = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:])[flat_valid], info)
-        return self.calc_loss(info)
+        return self.loss_with_statistics(info)
+
+    def _batch_loss(self, exp: Experience) -> LossInfo:
+        return self.loss_with_statistics(self.train_step(exp, (), exp.rollout_info).info)
+
+    def loss_with_statistics(self, info: Any) -> LossInfo:
+        """``calc_loss(info)`` with :meth:`update_statistics` added to its ``extra``: what
+        every update of :meth:`train_from_unroll` computes (through ``compute_loss``)."""
+        loss_info = self.calc_loss(info)
+        statistics = self.update_statistics(info)
+        if not statistics:
+            return loss_info
+        return loss_info._replace(extra={**loss_info.extra, **statistics})
 
 
 def summarize_updates(stats: list[dict[str, Any]], num_skipped: int) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """Proximal policy optimisation (clipped objective) on top of actor-critic.
 
-The pieces of PPO's objective are module-level functions (and :class:`ClipSchedule`
-holds the scheduled clip epsilon), so that other actor-critic methods, e.g.
-:class:`~alf.algorithms.appo.AppoAlgorithm`, use the same code without subclassing PPO.
+:class:`PPOAlgorithm` is :class:`~alf.algorithms.actor_critic.ActorCriticAlgorithm`'s
+networks, rollout and GAE targets with the clipped objective of a
+:class:`~alf.algorithms.clipped_surrogate.ClippedSurrogate` (its ``objective``), trained
+for several epochs of mini-batches, optionally stopped early by ``target_kl``. Its whole
+loss is :meth:`PPOAlgorithm.calc_loss`.
 """
 
 from __future__ import annotations
@@ -12,13 +14,21 @@ from typing import Any
 import torch
 
 from alf.algorithms.actor_critic import ActorCriticAlgorithm, ActorCriticTrainInfo
+from alf.algorithms.clipped_surrogate import (
+    ClippedSurrogate,
+    ClipSchedule,
+    clip_fraction,
+    clipped_surrogate_loss,
+    clipped_value_loss,
+)
+from alf.algorithms.rl_algorithm import LearningSetup
 from alf.config import configurable, invalid_value
-from alf.data_structures import LossInfo
-from alf.utils.schedules import Schedule, as_schedule
+from alf.data_structures import Experience, LossInfo
+from alf.utils.schedules import Schedule
 
 __all__ = [
     "ClipSchedule",
-    "ClippedObjective",
+    "ClippedSurrogate",
     "PPOAlgorithm",
     "clip_fraction",
     "clipped_surrogate_loss",
@@ -26,117 +36,20 @@ __all__ = [
 ]
 
 
-def clipped_surrogate_loss(
-    log_prob: torch.Tensor,
-    behaviour_log_prob: torch.Tensor,
-    advantages: torch.Tensor,
-    clip: float,
-) -> torch.Tensor:
-    """PPO's per-step clipped surrogate loss (to minimise).
-
-    ``-min(r A, clip(r, 1 - clip, 1 + clip) A)`` with ``r = exp(log_prob -
-    behaviour_log_prob)``, the ratio of the policy being trained to the one that
-    chose the actions.
-
-    Args:
-        log_prob: log-probabilities of the actions under the policy being trained
-            (with gradients).
-        behaviour_log_prob: their log-probabilities under the policy that collected them.
-        advantages: the advantages of the actions (no gradient).
-        clip: the clip epsilon.
-
-    Returns:
-        The per-step loss, shaped like ``log_prob``.
-    """
-    ratio = torch.exp(log_prob - behaviour_log_prob)
-    clipped = ratio.clamp(1.0 - clip, 1.0 + clip)
-    return -torch.minimum(ratio * advantages, clipped * advantages)
-
-
-def clip_fraction(
-    log_prob: torch.Tensor, behaviour_log_prob: torch.Tensor, clip: float
-) -> torch.Tensor:
-    """The fraction of steps whose ratio ``exp(log_prob - behaviour_log_prob)`` lies
-    outside ``[1 - clip, 1 + clip]`` (a 0-d tensor, without gradient)."""
-    ratio = torch.exp(log_prob.detach() - behaviour_log_prob)
-    return ((ratio - 1.0).abs() > clip).float().mean()
-
-
-def clipped_value_loss(
-    value: torch.Tensor,
-    returns: torch.Tensor,
-    old_value: torch.Tensor,
-    value_clip: float | None,
-) -> torch.Tensor:
-    """Per-step squared error of ``value`` to ``returns``.
-
-    With ``value_clip``, the new value is also clipped to ``old_value +- value_clip``
-    and the larger of the clipped and unclipped errors is taken (PPO's value clipping).
-    """
-    error = (value - returns) ** 2
-    if value_clip is None:
-        return error
-    clipped_value = old_value + (value - old_value).clamp(-value_clip, value_clip)
-    return torch.maximum(error, (clipped_value - returns) ** 2)
-
-
-class ClipSchedule:
-    """A clip epsilon that follows a :class:`Schedule` of training progress.
-
-    Args:
-        clip: a number or a :class:`Schedule`; its value at progress 0 must be >= 0.
-        name: the setting, for the error message (e.g. ``"PPOAlgorithm.clip"``).
-    """
-
-    def __init__(self, clip: float | Schedule, name: str = "clip") -> None:
-        self._schedule = as_schedule(clip)
-        self.value = self._schedule(0.0)
-        if self.value < 0:
-            raise invalid_value(name, self.value, ">= 0")
-
-    def set_progress(self, progress: float) -> None:
-        """Sets :attr:`value` to the schedule's value at ``progress``."""
-        self.value = self._schedule(progress)
-
-
-class ClippedObjective:
-    """PPO's clipped policy and value losses for an :class:`ActorCriticAlgorithm`
-    subclass (list it first among the bases): the scheduled ``clip``, ``policy_loss``,
-    ``value_loss``, and ``clip_fraction`` in ``calc_loss``'s statistics (on the
-    iterations that record them, see ``RLAlgorithm.record_statistics``). The subclass
-    calls :meth:`_set_clip` in its constructor."""
-
-    def _set_clip(self, clip: float | Schedule, value_clip: float | None) -> None:
-        self._clip = ClipSchedule(clip, name=f"{type(self).__name__}.clip")
-        self.value_clip = value_clip
-
-    @property
-    def clip(self) -> float:
-        """The current ratio clip epsilon."""
-        return self._clip.value
-
-    def set_progress(self, progress: float) -> None:
-        super().set_progress(progress)
-        self._clip.set_progress(progress)
-
-    def policy_loss(self, info: ActorCriticTrainInfo, advantages: torch.Tensor) -> torch.Tensor:
-        return clipped_surrogate_loss(info.log_prob, info.rollout.log_prob, advantages, self.clip)
-
-    def value_loss(self, info: ActorCriticTrainInfo) -> torch.Tensor:
-        rollout = info.rollout
-        return clipped_value_loss(info.value, rollout.returns, rollout.value, self.value_clip)
-
-    def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
-        loss_info = super().calc_loss(info)
-        if not self.record_statistics:
-            return loss_info
-        fraction = clip_fraction(info.log_prob, info.rollout.log_prob, self.clip)
-        return loss_info._replace(extra={**loss_info.extra, "clip_fraction": fraction})
-
-
 @configurable
-class PPOAlgorithm(ClippedObjective, ActorCriticAlgorithm):
+class PPOAlgorithm(ActorCriticAlgorithm):
     """PPO: actor-critic with a clipped importance ratio, trained for several epochs.
+
+    Summaries (``train/...`` in TensorBoard and ``progress.jsonl``), besides the loss
+    terms: ``clip_fraction`` (the share of steps with ``|ratio - 1| > clip``) and
+    ``approx_kl`` (``mean((ratio - 1) - log ratio)``, the KL of the behaviour policy to
+    the one being trained, measured before each update), both averaged over the
+    iteration's updates; ``explained_variance`` (``1 - Var[returns - values] /
+    Var[returns]`` over the trajectory's steps, with the values predicted during
+    collection); and ``epochs_run``, the epochs the iteration started (``num_epochs``
+    unless ``target_kl`` stopped it). They are computed without gradients or random
+    numbers, on the iterations whose summary is written (``approx_kl`` on every update
+    when ``target_kl`` is set).
 
     Args:
         clip: the ratio clip epsilon, a number or a :class:`Schedule`.
@@ -146,6 +59,12 @@ class PPOAlgorithm(ClippedObjective, ActorCriticAlgorithm):
         num_epochs: passes over each trajectory (default 10).
         mini_batch_size: steps per update: an int >= 1 (default 64), or None for one
             update on the whole trajectory.
+        target_kl: None (the default) trains every epoch. A number > 0: after an update
+            whose mini-batch's ``approx_kl`` (measured before that update) exceeds it,
+            the iteration's remaining mini-batches and epochs are skipped (that update
+            is kept). Stable-Baselines3 stops at ``1.5 * target_kl`` and skips that
+            update; for the same threshold, bind 1.5 times its value. Not supported in
+            data-parallel runs (the ranks would have to agree on every update).
         **kwargs: see :class:`ActorCriticAlgorithm`.
     """
 
@@ -157,6 +76,7 @@ class PPOAlgorithm(ClippedObjective, ActorCriticAlgorithm):
         normalize_advantages: bool = True,
         num_epochs: int = 10,
         mini_batch_size: int | None = 64,
+        target_kl: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -165,4 +85,72 @@ class PPOAlgorithm(ClippedObjective, ActorCriticAlgorithm):
             mini_batch_size=mini_batch_size,
             **kwargs,
         )
-        self._set_clip(clip, value_clip)
+        owner = type(self).__name__
+        self.objective = ClippedSurrogate(clip=clip, value_clip=value_clip, owner=owner)
+        if target_kl is not None and not (
+            isinstance(target_kl, int | float) and not isinstance(target_kl, bool) and target_kl > 0
+        ):
+            raise invalid_value(f"{owner}.target_kl", target_kl, "a number > 0, or None")
+        self.target_kl = target_kl
+
+    @property
+    def clip(self) -> float:
+        """The current ratio clip epsilon."""
+        return self.objective.clip
+
+    @property
+    def value_clip(self) -> float | None:
+        """The value clip (None: the value loss is not clipped)."""
+        return self.objective.value_clip
+
+    def set_progress(self, progress: float) -> None:
+        super().set_progress(progress)
+        self.objective.set_progress(progress)
+
+    def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
+        """PPO's loss: the clipped surrogate, plus ``value_loss_coef`` times the
+        (optionally clipped) squared error to the GAE returns, minus ``entropy_coef``
+        times the entropy (means over the mini-batch); ``clip_fraction`` in ``extra``
+        when :attr:`record_statistics` is set."""
+        rollout = info.rollout
+        objective = self.objective
+        advantages = self.advantages(info)
+        pg_loss = objective.policy_loss(info.log_prob, rollout.log_prob, advantages).mean()
+        value_loss = objective.value_loss(info.value, rollout.returns, rollout.value).mean()
+        loss_info = self.combine_losses(pg_loss, value_loss, info)
+        if not self.record_statistics:
+            return loss_info
+        fraction = objective.clip_fraction(info.log_prob, rollout.log_prob)
+        return loss_info._replace(extra={**loss_info.extra, "clip_fraction": fraction})
+
+    def update_statistics(self, info: ActorCriticTrainInfo) -> dict[str, torch.Tensor]:
+        """``approx_kl`` of the mini-batch, when summarised or needed by ``target_kl``."""
+        if not self.record_statistics and self.target_kl is None:
+            return {}
+        return self.objective.update_statistics(info.log_prob, info.rollout.log_prob)
+
+    def trajectory_statistics(self, exp: Experience, valid: torch.Tensor) -> dict[str, Any]:
+        """``explained_variance`` of the values predicted during collection."""
+        info = exp.rollout_info
+        return self.objective.trajectory_statistics(info.value, info.returns, valid)
+
+    def stop_epochs(self, loss_info: LossInfo) -> bool:
+        """Whether the mini-batch's ``approx_kl`` exceeds ``target_kl`` (never when it
+        is None). Reads the value on the host: with ``target_kl``, every update waits
+        for the device."""
+        if self.target_kl is None:
+            return False
+        return float(loss_info.extra["approx_kl"]) > self.target_kl
+
+    def prepare_learning(self, setup: LearningSetup) -> None:
+        super().prepare_learning(setup)
+        if setup.data_parallel and self.target_kl is not None:
+            raise ValueError(
+                f"{type(self).__name__}.target_kl={self.target_kl}: early stopping is not "
+                "supported in data-parallel runs; leave it None"
+            )
+
+    def train_from_unroll(self, exp: Experience) -> dict[str, Any]:
+        stats = super().train_from_unroll(exp)
+        stats["epochs_run"] = self.epochs_run
+        return stats
