@@ -191,6 +191,19 @@ def test_sweep_runs_every_point_and_seed_then_skips_them(tmp_path):
     assert "started" not in again.stdout
     assert again.stdout.count("done (skipped)") == 4
 
+    # A larger budget extends the finished runs from their checkpoints.
+    grown = (*SMALL[1:], "TrainerConfig.num_env_steps=1536")
+    more = run_cli(
+        sweep_cmd(root, "--seeds=0", "--grid=PPOAlgorithm.num_epochs=[2]", params=grown),
+        timeout=300,
+    )
+    assert more.returncode == 0, more.stdout[-3000:] + more.stderr[-3000:]
+    assert "0 already finished" in more.stdout and "done (skipped)" not in more.stdout
+    extended = status(root / "num_epochs=2" / "seed-0")
+    assert extended["state"] == "finished" and extended["env_steps"] == 1536
+    resumed = json.loads((root / "num_epochs=2" / "seed-0" / "run_info.json").read_text())
+    assert resumed["resumes"], resumed
+
 
 def test_a_failing_run_is_reported_and_the_others_finish(tmp_path):
     root = tmp_path / "sweep"

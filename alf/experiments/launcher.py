@@ -13,6 +13,7 @@ starting a second one that would fail on the directory's lock.
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import errno
 import fcntl
@@ -33,6 +34,8 @@ __all__ = [
     "RunProcess",
     "RunSpec",
     "check_bindings",
+    "reached_budget",
+    "requested_budget",
     "launch",
     "run_holder",
     "run_progress",
@@ -311,6 +314,39 @@ def check_bindings(conf: str | None, conf_params: Sequence[str]) -> str | None:
     except alf_config.ConfigError as err:
         return " ".join(str(err).split())
     return None
+
+
+def requested_budget(conf: str | None, conf_params: Sequence[str]) -> tuple[int, int]:
+    """``(num_env_steps, num_iterations)`` a run of ``conf`` with ``conf_params`` would
+    train to (0: no limit of that kind), read from the loaded bindings.
+
+    Raises:
+        alf.config.ConfigError: the config does not load.
+    """
+    from alf import config as alf_config
+    from alf.configurables import import_configurables
+
+    import_configurables()
+    alf_config.load_config(conf, list(conf_params))
+    bindings = alf_config.current_bindings()
+    budget = []
+    for name in ("num_env_steps", "num_iterations"):
+        text = bindings.get(f"TrainerConfig.{name}")
+        value = ast.literal_eval(text) if text is not None else None
+        if value is None:
+            value = alf_config.default_value("TrainerConfig", name)
+        budget.append(int(value or 0))
+    return budget[0], budget[1]
+
+
+def reached_budget(status: dict[str, Any], budget: tuple[int, int]) -> bool:
+    """Whether a finished run's ``status.json`` shows it trained to ``budget`` (as the
+    trainer counts: the larger of the env-step and iteration fractions reaches 1)."""
+    num_env_steps, num_iterations = budget
+    env_steps, iteration = status.get("env_steps"), status.get("iteration")
+    if num_env_steps and isinstance(env_steps, int) and env_steps >= num_env_steps:
+        return True
+    return bool(num_iterations) and isinstance(iteration, int) and iteration >= num_iterations
 
 
 def run_stopping_on_signals(

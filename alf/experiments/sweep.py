@@ -16,6 +16,8 @@ from alf.experiments.launcher import (
     RunProcess,
     RunSpec,
     launch,
+    reached_budget,
+    requested_budget,
     run_progress,
     run_stopping_on_signals,
 )
@@ -148,7 +150,11 @@ class Sweep:
         stopped."""
         for run in self.runs:
             status = layout.read_status(run.spec.run_dir) or {}
-            if status.get("state") == layout.RunStatus.FINISHED:
+            # A finished run is done unless the budget asked for now is larger: then it
+            # is launched again and trains on from its checkpoint.
+            if status.get("state") == layout.RunStatus.FINISHED and reached_budget(
+                status, requested_budget(run.spec.conf, run.spec.conf_params)
+            ):
                 run.state, run.skipped = "done", True
         skipped = sum(run.skipped for run in self.runs)
         self.out(
