@@ -296,10 +296,14 @@ def test_report_cli(sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture) 
     best = np.mean([max(returns_of(0, s)) for s in range(3)])
     d = _decimals(np.mean(finals), best, low, high)
     assert cells[5] == f"{np.mean(finals):.{d}f} ± {np.std(finals, ddof=1):.{d}f}"
-    assert cells[6] == f"{np.mean(finals):.{d}f} [{low:.{d}f}, {high:.{d}f}]"
-    assert cells[7] == f"{best:.{d}f}"
-    assert cells[8:] == ["0:00:41", "98"]
-    assert _table_row(captured.out, "pendulum")[8] == "0:05:00"
+    assert cells[6] == (
+        f"{np.mean(finals):.{d}f} [{low:.{d}f}, {high:.{d}f}] "
+        "(3 seeds: too few for a reliable CI, use 5+)"
+    )
+    assert cells[7] == "n/a"  # (these runs record no eval/return_std)
+    assert cells[8] == f"{best:.{d}f}"
+    assert cells[9:] == ["0:00:41", "98"]
+    assert _table_row(captured.out, "pendulum")[9] == "0:05:00"
     footer = captured.out.split("\n\n")[2]
     assert f"stratified bootstrap over seeds, percentile method, {REPS} resamples" in footer
     if _rliable_used():
@@ -492,8 +496,9 @@ def test_seeds_of_one_point_differ_only_by_bindings_a_newer_alf_added(tmp_path: 
 
     def run(name: str, seed: int, **extra: str) -> None:
         bindings = {**_config("HalfCheetah-v5", "SacAlgorithm", seed), **extra}
-        write_run(tmp_path / name / f"seed-{seed}", bindings=bindings,
-                  evals=[(100, 1.0, float(seed))])
+        write_run(
+            tmp_path / name / f"seed-{seed}", bindings=bindings, evals=[(100, 1.0, float(seed))]
+        )
 
     run("sac", 0)
     run("sac", 1, **added)
@@ -510,11 +515,16 @@ def test_seeds_of_one_point_differ_only_by_bindings_a_newer_alf_added(tmp_path: 
     # Ambiguous (the old seed fits two groups of the point, whatever the seed order): apart.
     for old_seed in (10, 13):
         root = tmp_path / f"ambiguous_{old_seed}"
-        for seed, extra in ((old_seed, {}), (11, {**added, "SacAlgorithm.encoder_ctor": "@E"}),
-                            (12, added), (14, added)):
+        for seed, extra in (
+            (old_seed, {}),
+            (11, {**added, "SacAlgorithm.encoder_ctor": "@E"}),
+            (12, added),
+            (14, added),
+        ):
             bindings = {**_config("HalfCheetah-v5", "SacAlgorithm", seed), **extra}
-            write_run(root / "sac" / f"seed-{seed}", bindings=bindings,
-                      evals=[(100, 1.0, float(seed))])
+            write_run(
+                root / "sac" / f"seed-{seed}", bindings=bindings, evals=[(100, 1.0, float(seed))]
+            )
         groups = group_runs(load_runs([root]))
         assert sorted(sorted(r.seed for r in g.runs) for g in groups) == sorted(
             [[old_seed], [11], [12, 14]]
@@ -527,10 +537,7 @@ def test_seeds_of_one_point_differ_only_by_bindings_a_newer_alf_added(tmp_path: 
 def _run_tools(*args: str) -> dict[str, subprocess.CompletedProcess]:
     """``alf.bin.plot`` and ``alf.bin.report`` run as a user types them, on ``args``."""
     return run_many(
-        {
-            prog: [sys.executable, "-m", prog, *args]
-            for prog in ("alf.bin.plot", "alf.bin.report")
-        },
+        {prog: [sys.executable, "-m", prog, *args] for prog in ("alf.bin.plot", "alf.bin.report")},
         timeout=120,
     )
 
@@ -602,3 +609,51 @@ def test_nan_evaluations_are_named_as_non_finite(tmp_path: Path) -> None:
     assert report.returncode == 0, report.stderr
     assert "its 2 evaluations are non-finite (NaN or inf)" in report.stdout
     assert snapshot(tmp_path / "runs") == before
+
+
+def test_report_episode_std_and_probability_of_improvement(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """With 5+ seeds per group the report adds P(A > B) (rliable's probability of
+    improvement) and no caveat; the episode std comes from ``eval/return_std``."""
+    finals = {"good": [10.0, 11.0, 12.0, 13.0, 14.0], "bad": [1.0, 2.0, 3.0, 12.5, 4.0]}
+    for name, values in finals.items():
+        for seed, value in enumerate(values):
+            path = write_run(
+                tmp_path / "cmp" / name / f"seed-{seed}",
+                bindings=_config("CartPole-v1", "PPOAlgorithm", seed, **{"X.y": repr(name)}),
+                evals=[(1000, 5.0, value)],
+            )
+            records = [
+                json.loads(line) for line in (path / "progress.jsonl").read_text().splitlines()
+            ]
+            records[-1]["eval/return_std"] = 2.0 + seed
+            (path / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert report_cli.main([str(tmp_path / "cmp"), f"--reps={REPS}"]) == 0
+    out = capsys.readouterr().out
+    good = _table_row(out, "good")
+    assert "too few" not in good[6] and good[7] == "4.00"  # mean of 2..6
+    # P(bad > good): 12.5 beats 10, 11 and 12: 3 of 25 pairs, no ties.
+    row = next(line for line in out.splitlines() if line.startswith("| bad | good |"))
+    assert "| 0.12 [" in row, row
+    assert "Probability of improvement" in out and "computed by" in out
+    capsys.readouterr()
+    # Fewer than 5 seeds: the interval carries a caveat and P is not computed.
+    assert (
+        report_cli.main(
+            [str(tmp_path / "cmp" / "good" / f"seed-{s}") for s in range(3)]
+            + [str(tmp_path / "cmp" / "bad" / "seed-0"), f"--reps={REPS}"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "(3 seeds: too few for a reliable CI, use 5+)" in out
+    assert "needs 5+ seeds in at least two groups" in out
+
+
+def test_plot_legend_says_when_a_band_rests_on_too_few_seeds(sweep: Path) -> None:
+    from alf.experiments.plotting import curve_label, group_curves
+
+    curves, _ = group_curves(group_runs(load_runs([str(sweep)])), x="env_steps")
+    labels = {curve_label(c) for c in curves}
+    assert "lr=0.001 (3 seeds: band unreliable)" in labels, labels

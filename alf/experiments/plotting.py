@@ -17,8 +17,17 @@ import numpy as np
 
 from alf.experiments import stats
 from alf.experiments.runs import Run, RunGroup
+from alf.experiments.stats import MIN_SEEDS_FOR_CI
 
-__all__ = ["X_AXES", "GroupCurve", "csv_path_for", "group_curves", "plot_curves", "write_csv"]
+__all__ = [
+    "X_AXES",
+    "GroupCurve",
+    "csv_path_for",
+    "curve_label",
+    "group_curves",
+    "plot_curves",
+    "write_csv",
+]
 
 X_AXES = ("env_steps", "wall_time")
 _X_COLUMN = {"env_steps": "env_steps", "wall_time": "wall_time_s"}
@@ -136,6 +145,15 @@ def _time_unit(max_seconds: float) -> tuple[str, float]:
     return "s", 1.0
 
 
+def curve_label(curve: GroupCurve) -> str:
+    """The legend entry of a group's curve: its label and seeds, with a caveat where its
+    band rests on fewer than :data:`~alf.experiments.stats.MIN_SEEDS_FOR_CI` seeds."""
+    seeds = f"{curve.seeds} seed{'s' if curve.seeds != 1 else ''}"
+    if 1 < curve.seeds < MIN_SEEDS_FOR_CI:
+        seeds += ": band unreliable"
+    return f"{curve.group.label} ({seeds})"
+
+
 def plot_curves(
     curves: Sequence[GroupCurve],
     path: str,
@@ -166,8 +184,7 @@ def plot_curves(
         for curve in panel:
             band = curve.band
             xs = band.x / scale
-            seeds = f"{curve.seeds} seed{'s' if curve.seeds != 1 else ''}"
-            (line,) = ax.plot(xs, band.center, label=f"{curve.group.label} ({seeds})")
+            (line,) = ax.plot(xs, band.center, label=curve_label(curve))
             ax.fill_between(xs, band.low, band.high, color=line.get_color(), alpha=0.25, lw=0)
             if len(xs) == 1:
                 line.set_marker("o")
@@ -178,7 +195,7 @@ def plot_curves(
         if ax.get_legend_handles_labels()[0]:
             ax.legend(
                 fontsize="small",
-                title=f"shaded: {confidence:.0%} bootstrap CI",
+                title=f"shaded: {confidence:.0%} bootstrap CI ({MIN_SEEDS_FOR_CI}+ seeds)",
                 title_fontsize="small",
             )
     if title:

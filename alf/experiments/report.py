@@ -26,6 +26,7 @@ _HEADER = [
     "env steps",
     "final return (mean ± std)",
     "final return IQM [95% CI]",
+    "episode std",
     "best return",
     "wall time",
     "env steps/s",
@@ -48,6 +49,8 @@ class GroupRow:
         final_iqm: their interquartile mean.
         ci_low: lower end of the IQM's confidence interval.
         ci_high: upper end.
+        episode_std: mean over seeds of the standard deviation of the episode returns
+            within each run's final evaluation (NaN where not recorded).
         best_mean: mean over seeds of each run's best evaluation return.
         wall_time_s: mean wall-clock seconds of training, over the same runs.
         steps_per_s: ``env_steps / wall_time_s``.
@@ -62,6 +65,7 @@ class GroupRow:
     final_iqm: float
     ci_low: float
     ci_high: float
+    episode_std: float
     best_mean: float
     wall_time_s: float
     steps_per_s: float
@@ -106,12 +110,18 @@ def group_rows(
                 final_iqm=estimates.point.get(group.label, nan),
                 ci_low=estimates.low.get(group.label, nan),
                 ci_high=estimates.high.get(group.label, nan),
+                episode_std=_mean_finite([r.final_episode_std for r in evaluated]),
                 best_mean=float(np.mean([r.best_return for r in evaluated])) if evaluated else nan,
                 wall_time_s=wall,
                 steps_per_s=env_steps / wall if wall > 0 else nan,
             )
         )
     return rows, estimates
+
+
+def _mean_finite(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
 
 
 def format_duration(seconds: float) -> str:
@@ -143,6 +153,8 @@ def _row_cells(row: GroupRow) -> list[str]:
         if row.seeds > 1:
             final += f" ± {_num(row.final_std, decimals)}"
             iqm += f" [{_num(row.ci_low, decimals)}, {_num(row.ci_high, decimals)}]"
+            if row.seeds < stats.MIN_SEEDS_FOR_CI:
+                iqm += f" ({row.seeds} seeds: too few for a reliable CI, use 5+)"
         else:
             iqm += " (1 seed: no CI)"
     steps_per_s = f"{row.steps_per_s:,.0f}" if math.isfinite(row.steps_per_s) else "n/a"
@@ -154,6 +166,7 @@ def _row_cells(row: GroupRow) -> list[str]:
         f"{row.env_steps:,.0f}",
         final,
         iqm,
+        _num(row.episode_std, decimals) if row.seeds else "n/a",
         best,
         format_duration(row.wall_time_s),
         steps_per_s,
@@ -233,6 +246,43 @@ def _notes(groups: Sequence[RunGroup], root: str) -> list[str]:
     return notes
 
 
+def _improvement_section(
+    rows: Sequence[GroupRow], *, reps: int, seed: int, use_rliable: bool
+) -> list[str]:
+    """P(final return of A > B) for every pair of groups with 5+ seeds each (rliable's
+    probability of improvement with its bootstrap CI); a line saying why when there is
+    no such pair."""
+    eligible = [r for r in rows if r.seeds >= stats.MIN_SEEDS_FOR_CI]
+    if len(rows) < 2:
+        return []
+    if len(eligible) < 2:
+        return [
+            "",
+            f"Probability of improvement: needs {stats.MIN_SEEDS_FOR_CI}+ seeds in at least "
+            "two groups (not computed).",
+        ]
+    lines = ["", "| A | B | P(A > B) [95% CI] |", "|---|---|---:|"]
+    library = ""
+    for i, a in enumerate(eligible):
+        for b in eligible[i + 1 :]:
+            x = [r.final_return for r in a.group.evaluated]
+            y = [r.final_return for r in b.group.evaluated]
+            p, low, high, library = stats.probability_of_improvement(
+                x, y, reps=reps, seed=seed, use_rliable=use_rliable
+            )
+            lines.append(
+                f"| {_cell(a.group.label)} | {_cell(b.group.label)} | "
+                f"{p:.2f} [{low:.2f}, {high:.2f}] |"
+            )
+    lines += [
+        "",
+        "Probability of improvement: P(a seed of A ends with a higher final return than a "
+        "seed of B; ties count half), stratified bootstrap over seeds, computed by "
+        f"{library}.",
+    ]
+    return lines
+
+
 def build_report(
     groups: Sequence[RunGroup],
     *,
@@ -269,8 +319,10 @@ def build_report(
         "evaluation. Env steps and wall time (of training, over all resumptions): means of "
         "the last records of the same runs; env steps/s = env steps / wall time.",
         "",
-        estimates.method + ".",
+        estimates.method + ". Episode std: the standard deviation of the episode returns "
+        "within each run's final evaluation, averaged over seeds.",
     ]
+    lines += _improvement_section(rows, reps=reps, seed=seed, use_rliable=use_rliable)
     notes = _notes(groups, root)
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]

@@ -72,6 +72,8 @@ class Run:
             the curve and every statistic).
         env_steps: the last recorded env steps (0 without any record).
         wall_time_s: the last recorded wall-clock seconds of training.
+        final_episode_std: the standard deviation of the episode returns of the latest
+            evaluation (``eval/return_std``; NaN where not recorded).
         status: ``status.json``'s state (``running``, ``finished``, ``stopped``,
             ``failed``, ``interrupted``), or ``unknown``.
         label: the readable name of its group (set by :func:`group_runs`).
@@ -91,6 +93,7 @@ class Run:
     nonfinite_evals: int = 0
     env_steps: int = 0
     wall_time_s: float = 0.0
+    final_episode_std: float = float("nan")
     status: str = "unknown"
     label: str = ""
 
@@ -261,8 +264,20 @@ def load_run(path: str) -> Run:
         nonfinite_evals=nonfinite,
         env_steps=int(env_steps),
         wall_time_s=float(wall),
+        final_episode_std=_final_episode_std(records),
         status=str(status.get("state", "unknown")),
     )
+
+
+def _final_episode_std(records: list[dict[str, Any]]) -> float:
+    """``eval/return_std`` of the latest evaluation with a finite return (NaN if none
+    records it)."""
+    for record in reversed(records):
+        value = record.get("eval/average_return")
+        if _is_number(value) and np.isfinite(value):
+            std = record.get("eval/return_std")
+            return float(std) if _is_number(std) else float("nan")
+    return float("nan")
 
 
 def _is_number(value: Any) -> bool:
