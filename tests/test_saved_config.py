@@ -3,6 +3,7 @@ parses it (``alf/saved_config.py``), so a crafted one runs nothing."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -152,3 +153,24 @@ def test_play_names_a_config_that_is_not_text(tiny_run, tmp_path):
     result = run_cli(play_cmd(root, "--num_episodes=1"))
     assert result.returncode == 2
     assert_clean_user_error(result, PLAY, str(conf), "not a text config")
+
+
+class _RunsCode:
+    """A pickle that would run code when loaded."""
+
+    def __reduce__(self) -> tuple:
+        return (os.system, ("touch /nonexistent-alf-marker",))
+
+
+def test_a_crafted_checkpoint_is_refused_without_torchs_unsafe_advice(tiny_run, tmp_path):
+    import torch
+
+    root = copy_run(tiny_run, tmp_path / "run")
+    crafted = root / "checkpoints" / "ckpt-999.pt"
+    torch.save({"iteration": 999, "env_steps": 1, "algorithm": _RunsCode()}, crafted)
+    before = snapshot(root)
+    result = run_cli(play_cmd(root, "--num_episodes=1"))
+    assert result.returncode == 2
+    stderr = assert_clean_user_error(result, PLAY, str(crafted), "asks to run code", "refused")
+    assert "weights_only" not in stderr and "likely succeed" not in stderr
+    assert snapshot(root) == before

@@ -234,9 +234,13 @@ def _load_file(path: str, required_keys: Collection[str]) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means corrupt
-        # Only the first line: torch's full text may suggest weights_only=False,
-        # which is unsafe for a file of unknown origin.
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        # Never torch's advice to retry with weights_only=False, unsafe for a file of
+        # unknown origin: the first line that says what was refused, or else the first.
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        safe = [line for line in lines if "weights_only" not in line]
+        reason = (safe or lines or [""])[0]
+        if len(safe) < len(lines):
+            reason = f"it asks to run code when loaded, refused: {reason}"
         raise CheckpointError(
             f"Checkpoint '{path}' cannot be read ({type(err).__name__}: {reason}). It "
             "is corrupt or was not written by ALF; it has been left in place. Move it "
