@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
+import io
 import os
 import re
 import tokenize
@@ -134,25 +135,32 @@ def _config_lines(conf_file: str, including: tuple[str, ...] = ()) -> list[_Line
     holds).
 
     Raises:
-        ConfigError: an include cannot be resolved (named with its file and line).
+        ConfigError: an include cannot be resolved (named with its file and line), or a
+            file is not UTF-8 text.
     """
     path = os.path.abspath(conf_file)
     if path in including:  # an include cycle: gin reports it
         return []
     lines: list[_Line] = []
-    with open(path) as f:
-        for lineno, line in enumerate(f, 1):
-            lines.append((path, lineno, line))
-            match = _INCLUDE_RE.match(line)
-            if not match:
-                continue
-            resolved = _resolve_include(match.group(1), os.path.dirname(path))
-            if resolved is None:
-                raise ConfigError(
-                    f"{path}, line {lineno}: included file '{match.group(1)}' was "
-                    f"found neither next to the including file nor in {EXAMPLES_DIR}."
-                )
-            lines.extend(_config_lines(resolved, (*including, path)))
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"config '{path}' is not a text config file (not UTF-8 at byte {err.start})"
+        ) from err
+    for lineno, line in enumerate(io.StringIO(text), 1):
+        lines.append((path, lineno, line))
+        match = _INCLUDE_RE.match(line)
+        if not match:
+            continue
+        resolved = _resolve_include(match.group(1), os.path.dirname(path))
+        if resolved is None:
+            raise ConfigError(
+                f"{path}, line {lineno}: included file '{match.group(1)}' was "
+                f"found neither next to the including file nor in {EXAMPLES_DIR}."
+            )
+        lines.extend(_config_lines(resolved, (*including, path)))
     return lines
 
 

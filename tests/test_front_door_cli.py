@@ -174,3 +174,13 @@ def test_device_flag_over_the_configs_device_says_so(tmp_path: Path) -> None:
         "alf.bin.train: note: --device=cpu overrides TrainerConfig.device='cuda' of the config"
         in result.stderr
     )
+
+
+def test_a_conf_that_is_not_text_is_named(tmp_path: Path) -> None:
+    conf = tmp_path / "binary.gin"
+    conf.write_bytes(b"include 'ppo_cart_pole.gin'\n\xff\xfe\x00")
+    result = run_cli(train_cmd(tmp_path / "run", conf=conf))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"config '{conf}' is not a text config file" in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()
