@@ -250,3 +250,26 @@ def test_summaries_carry_the_diagnostics(tmp_path) -> None:
         for name in ("approx_kl", "explained_variance", "clip_fraction", "epochs_run"):
             assert f"train/{name}" in record, sorted(record)
         assert record["train/epochs_run"] == 20  # ppo_cart_pole.gin's num_epochs
+
+
+def test_target_kl_stops_recurrent_training() -> None:
+    """The sequence path (LSTM networks) stops and counts its epochs the same way."""
+    lstm_actor = functools.partial(SMALL_ACTOR, lstm_hidden_size=6)
+    lstm_value = functools.partial(SMALL_VALUE, lstm_hidden_size=5)
+    kwargs = dict(
+        actor_network_ctor=lstm_actor,
+        value_network_ctor=lstm_value,
+        num_epochs=6,
+        mini_batch_size=None,
+        learning_rate=0.05,
+    )
+    torch.manual_seed(0)
+    algorithm = PPOAlgorithm(observation_spec=OBS, action_spec=DISCRETE, target_kl=1e-4, **kwargs)
+    assert algorithm.is_recurrent
+    stats = algorithm.train_from_unroll(_trajectory(algorithm))
+    assert stats["epochs_run"] == 2 and _steps(algorithm) == 2
+    assert {"approx_kl", "explained_variance"} <= set(stats)
+    torch.manual_seed(0)
+    full = PPOAlgorithm(observation_spec=OBS, action_spec=DISCRETE, **kwargs)
+    assert full.train_from_unroll(_trajectory(full))["epochs_run"] == 6
+    assert _steps(full) == 6
