@@ -79,10 +79,10 @@ EVAL_EVERY = 1000  # env steps (= ALF iterations: 1 env, unroll_length 1)
 
 HPARAMS: dict[str, Any] = {
     "learning_rate": 1e-3, "batch_size": 256, "hidden": (256, 256),  # actor, 2 critics; ReLU
-    "buffer_size": 100_000, "tau": 0.005, "gamma": 0.99, "initial_random_steps": 1000,
+    "buffer_size": 100_000, "tau": 0.005, "gamma": 0.99, "initial_collect_steps": 1000,
     "initial_alpha": 1.0, "target_entropy": -1.0, "num_eval_episodes": 10,
 }
-WARMUP = HPARAMS["initial_random_steps"]
+WARMUP = HPARAMS["initial_collect_steps"]
 NETS = ("ActorDistributionNetwork", "CriticNetwork")
 
 

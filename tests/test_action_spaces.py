@@ -332,7 +332,7 @@ def test_dqn_with_start_and_mask_never_takes_masked_actions_and_maximises_valid_
         # Random warm-up steps, then epsilon-random and greedy steps: the strict
         # environment raises on any masked action.
         unroller = SyncUnroller(
-            env=env, algorithm=algorithm, unroll_length=8, initial_random_steps=64
+            env=env, algorithm=algorithm, unroll_length=8, initial_collect_steps=64
         )
         for _ in range(6):
             algorithm.learn(unroller.collect())
@@ -380,7 +380,7 @@ def test_discrete_sac_with_start_and_mask_never_takes_masked_actions():
         )
         algorithm.prepare_learning(LearningSetup(num_envs=4, unroll_length=8))
         unroller = SyncUnroller(
-            env=env, algorithm=algorithm, unroll_length=8, initial_random_steps=32
+            env=env, algorithm=algorithm, unroll_length=8, initial_collect_steps=32
         )
         for _ in range(4):
             stats = algorithm.learn(unroller.collect())

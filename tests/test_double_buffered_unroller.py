@@ -97,8 +97,8 @@ def test_random_steps_and_episodes_are_shared_between_the_groups():
     algorithm = _algorithm(envs[0])
     unroller = DoubleBufferedUnroller(envs=envs, algorithm=algorithm, unroll_length=UNROLL)
     try:
-        unroller.num_random_steps = 10  # rows 0-2 of 4 envs: ceil(10 / 4) = 3 rows
-        assert [group.num_random_steps for group in unroller._groups] == [5, 5]
+        unroller.initial_collect_steps_left = 10  # rows 0-2 of 4 envs: ceil(10 / 4) = 3 rows
+        assert [group.initial_collect_steps_left for group in unroller._groups] == [5, 5]
         calls = []
         unroller.on_step = lambda: calls.append(1)
         unroller.unroll()

@@ -22,11 +22,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from alf.errors import TrainingError
+
 __all__ = ["HybridMatchEnv", "InvalidActionError", "MaskedChoiceEnv", "MultiDiscreteMatchEnv"]
 
 
-class InvalidActionError(ValueError):
-    """A strict :class:`MaskedChoiceEnv` was given an action its mask forbids."""
+class InvalidActionError(TrainingError, ValueError):
+    """A strict :class:`MaskedChoiceEnv` was given an action its mask forbids (ALF's own
+    one-line error, so the environment guard passes it on as it is)."""
 
 
 class MaskedChoiceEnv(gym.Env):

@@ -42,7 +42,7 @@ def build_collector(
     num_envs: int,
     seed: int,
     config_text: str,
-    initial_random_steps: int,
+    initial_collect_steps: int,
     device: torch.device | None,
 ) -> Collector:
     """The collector of ``config``: actor processes (``config.async_unroll``, an
@@ -57,7 +57,7 @@ def build_collector(
         num_envs: this rank's environments.
         seed: the seed of this rank's first environment.
         config_text: the run's gin config, which actor processes load.
-        initial_random_steps: this rank's uniformly random actions still to take.
+        initial_collect_steps: this rank's uniformly random actions still to take.
         device: where ``policy`` acts when it is not the CPU (sync).
 
     Raises:
@@ -71,7 +71,7 @@ def build_collector(
             algorithm=policy,
             unroll_length=max(1, int(config.unroll_length)),
             device=device,
-            initial_random_steps=initial_random_steps,
+            initial_collect_steps=initial_collect_steps,
         )
     if config.unroll_length != int(config.unroll_length):
         raise ValueError(
@@ -90,7 +90,7 @@ def build_collector(
         unroll_length=int(config.unroll_length),
         seed=seed,
         config_text=config_text,
-        initial_random_steps=initial_random_steps,
+        initial_collect_steps=initial_collect_steps,
         keep_every_fragment=algorithm.needs_every_step,
     )
 

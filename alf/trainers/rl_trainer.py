@@ -183,7 +183,7 @@ class RLTrainer:
             num_envs=num_envs,
             seed=parts.seed,
             config_text=alf_config.config_str(),
-            initial_random_steps=self._ranks.share(
+            initial_collect_steps=self._ranks.share(
                 max(0, config.initial_collect_steps - self.env_steps)
             ),
             device=parts.policy_device,

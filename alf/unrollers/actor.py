@@ -46,7 +46,7 @@ class ActorSetup:
         env_seed: seed of the actor's first environment.
         torch_seed: seed of the actor's action sampling.
         unroll_length: environment steps per fragment.
-        num_random_steps: uniformly random actions to take first (initial collection).
+        initial_collect_steps_left: uniformly random actions to take first (initial collection).
         env_id_offset: added to the actor's local environment ids (global ids).
         double_buffering: split the environments into two groups that alternate (see
             :class:`~alf.unrollers.DoubleBufferedUnroller`).
@@ -60,7 +60,7 @@ class ActorSetup:
     env_seed: int
     torch_seed: int
     unroll_length: int
-    num_random_steps: int
+    initial_collect_steps_left: int
     env_id_offset: int
     double_buffering: bool = False
 
@@ -153,13 +153,13 @@ def _build_collector(
                 envs=tuple(envs),
                 algorithm=algorithm,
                 unroll_length=setup.unroll_length,
-                initial_random_steps=setup.num_random_steps,
+                initial_collect_steps=setup.initial_collect_steps_left,
             )
         return SyncUnroller(
             env=envs[0],
             algorithm=algorithm,
             unroll_length=setup.unroll_length,
-            initial_random_steps=setup.num_random_steps,
+            initial_collect_steps=setup.initial_collect_steps_left,
         )
     except BaseException:
         for env in envs:

@@ -109,7 +109,7 @@ class AsyncUnroller(Collector):
             (as in sync collection); action sampling is seeded per actor from
             ``numpy.random.SeedSequence(seed).spawn``.
         config_text: gin bindings the actors load before building (the run's config).
-        initial_random_steps: uniformly random actions taken first, split over the actors.
+        initial_collect_steps: uniformly random actions taken first, split over the actors.
         num_actors: actor processes.
         num_buffers: fragment buffers (default ``2 * num_actors``).
         fragments_per_iteration: fragments :meth:`collect` returns per call.
@@ -138,7 +138,7 @@ class AsyncUnroller(Collector):
         unroll_length: int,
         seed: int = 0,
         config_text: str = "",
-        initial_random_steps: int = 0,
+        initial_collect_steps: int = 0,
         num_actors: int = 2,
         num_buffers: int | None = None,
         fragments_per_iteration: int = 1,
@@ -233,7 +233,7 @@ class AsyncUnroller(Collector):
                         env_seed=seed + actor_id * self.envs_per_actor,
                         torch_seed=int(torch_seeds[actor_id].generate_state(1)[0]),
                         unroll_length=unroll_length,
-                        num_random_steps=-(-initial_random_steps // num_actors),
+                        initial_collect_steps_left=-(-initial_collect_steps // num_actors),
                         env_id_offset=actor_id * self.envs_per_actor,
                         double_buffering=double_buffering,
                     ),

@@ -77,24 +77,24 @@ class UnrollingCollector(Collector):
     :class:`~alf.unrollers.SyncUnroller` and :class:`~alf.unrollers.DoubleBufferedUnroller`
     share.
 
-    It counts environment steps and uses up ``initial_random_steps`` (uniformly random
+    It counts environment steps and uses up ``initial_collect_steps`` (uniformly random
     actions over all environments, the initial collection of off-policy training) over
     the calls of :meth:`collect`. Subclasses provide :meth:`unroll`, ``batch_size``,
-    ``num_old_rows``, ``num_random_steps``, ``unroll_length``, ``episodes``, ``envs`` and
+    ``num_old_rows``, ``initial_collect_steps_left``, ``unroll_length``, ``episodes``, ``envs`` and
     ``algorithm``.
 
     Args:
-        initial_random_steps: uniformly random actions to take first, over all
+        initial_collect_steps: uniformly random actions to take first, over all
             environments.
     """
 
     algorithm: RLAlgorithm
     episodes: EpisodeTracker
-    num_random_steps: int
+    initial_collect_steps_left: int
     unroll_length: int
 
-    def __init__(self, *, initial_random_steps: int = 0) -> None:
-        self._random_steps_left = max(0, initial_random_steps)
+    def __init__(self, *, initial_collect_steps: int = 0) -> None:
+        self._random_steps_left = max(0, initial_collect_steps)
         self._env_steps = 0
 
     @abc.abstractmethod
@@ -123,7 +123,7 @@ class UnrollingCollector(Collector):
         num_steps = self.unroll_length if num_steps is None else num_steps
         if num_steps == 0:
             return Trajectory(segments=(), env_steps=0)
-        self.num_random_steps = self._random_steps_left
+        self.initial_collect_steps_left = self._random_steps_left
         exp = self.unroll(num_steps)
         steps = num_steps * self.batch_size
         self._random_steps_left = max(0, self._random_steps_left - steps)

@@ -56,7 +56,7 @@ class DoubleBufferedUnroller(UnrollingCollector):
         algorithm: supplies ``rollout_step`` (called once per group per step, each group
             with its own recurrent and transformer state).
         unroll_length: environment steps per environment per call.
-        initial_random_steps: uniformly random actions :meth:`collect` takes first, over
+        initial_collect_steps: uniformly random actions :meth:`collect` takes first, over
             both groups.
     """
 
@@ -66,9 +66,9 @@ class DoubleBufferedUnroller(UnrollingCollector):
         envs: tuple[AlfEnvironment, AlfEnvironment],
         algorithm: RLAlgorithm,
         unroll_length: int,
-        initial_random_steps: int = 0,
+        initial_collect_steps: int = 0,
     ) -> None:
-        super().__init__(initial_random_steps=initial_random_steps)
+        super().__init__(initial_collect_steps=initial_collect_steps)
         if len(envs) != 2:
             raise ValueError(f"DoubleBufferedUnroller needs two environments, got {len(envs)}")
         for env in envs:
@@ -87,7 +87,7 @@ class DoubleBufferedUnroller(UnrollingCollector):
         self.unroll_length = unroll_length
         self._id_shift = envs[0].batch_size
         self.episodes = _CombinedEpisodes(self._groups)
-        self._num_random_steps = 0
+        self._initial_collect_steps_left = 0
 
     @property
     def envs(self) -> tuple[AlfEnvironment, AlfEnvironment]:
@@ -110,17 +110,17 @@ class DoubleBufferedUnroller(UnrollingCollector):
         return self._groups[0].num_old_rows
 
     @property
-    def num_random_steps(self) -> int:
+    def initial_collect_steps_left(self) -> int:
         """Uniformly random actions still to take, over both groups (as
-        :attr:`SyncUnroller.num_random_steps`)."""
-        return self._num_random_steps
+        :attr:`SyncUnroller.initial_collect_steps_left`)."""
+        return self._initial_collect_steps_left
 
-    @num_random_steps.setter
-    def num_random_steps(self, steps: int) -> None:
-        self._num_random_steps = steps
+    @initial_collect_steps_left.setter
+    def initial_collect_steps_left(self, steps: int) -> None:
+        self._initial_collect_steps_left = steps
         # Each group's share, so that the same rows are random as in one batched env.
         for group in self._groups:
-            group.num_random_steps = math.ceil(steps * group.batch_size / self.batch_size)
+            group.initial_collect_steps_left = math.ceil(steps * group.batch_size / self.batch_size)
 
     @property
     def on_step(self) -> Callable[[], None] | None:

@@ -55,11 +55,11 @@ class SyncUnroller(UnrollingCollector):
     statistics and its experience row), so that this bookkeeping overlaps the
     environments' step. Other environments are stepped with ``env.step``.
 
-    While :attr:`num_random_steps` is positive, actions are drawn uniformly from the
+    While :attr:`initial_collect_steps_left` is positive, actions are drawn uniformly from the
     action space instead (the algorithm's ``rollout_step`` still runs, for its state and
     info): the initial collection of off-policy training. It counts environment steps
     (over all environments) from the next action executed, and is used up as actions are
-    executed. :meth:`collect` sets it from ``initial_random_steps`` and uses that up over
+    executed. :meth:`collect` sets it from ``initial_collect_steps`` and uses that up over
     its calls.
 
     Args:
@@ -69,7 +69,7 @@ class SyncUnroller(UnrollingCollector):
         device: the algorithm's device when it is not the CPU: time steps are copied
             there for ``rollout_step``, and its outputs back (the experience stays on
             the CPU).
-        initial_random_steps: uniformly random actions :meth:`collect` takes first, over
+        initial_collect_steps: uniformly random actions :meth:`collect` takes first, over
             all environments.
     """
 
@@ -80,9 +80,9 @@ class SyncUnroller(UnrollingCollector):
         algorithm: RLAlgorithm,
         unroll_length: int,
         device: torch.device | None = None,
-        initial_random_steps: int = 0,
+        initial_collect_steps: int = 0,
     ) -> None:
-        super().__init__(initial_random_steps=initial_random_steps)
+        super().__init__(initial_collect_steps=initial_collect_steps)
         if unroll_length < 1:
             raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
         self.env = env
@@ -101,7 +101,7 @@ class SyncUnroller(UnrollingCollector):
         # :meth:`_settle` records it.
         self._unsettled: tuple[TimeStep, AlgStep, Any] | None = None
         self._num_old_rows = 0
-        self.num_random_steps = 0
+        self.initial_collect_steps_left = 0
         self._rows_this_call = 0
         self.on_step: Callable[[], None] | None = None
         """Called after every environment step (e.g. an actor's heartbeat)."""
@@ -143,7 +143,7 @@ class SyncUnroller(UnrollingCollector):
         # The action of the k-th row of this call is executed k * B env steps from now.
         executed_in = self._rows_this_call * self.env.batch_size
         self._rows_this_call += 1
-        if executed_in < self.num_random_steps:
+        if executed_in < self.initial_collect_steps_left:
             action = sample_uniform(
                 self.env.action_spec(),
                 self.env.batch_size,
@@ -235,7 +235,7 @@ class SyncUnroller(UnrollingCollector):
     @property
     def random_actions(self) -> bool:
         """Whether the next executed action is a random one."""
-        return self.num_random_steps > 0
+        return self.initial_collect_steps_left > 0
 
     @property
     def num_old_rows(self) -> int:
