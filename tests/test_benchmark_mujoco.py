@@ -1,4 +1,4 @@
-"""``benchmarks/mujoco.py``: its flags, its config helpers (``mujoco_alf.py``), its
+"""``benchmarks/mujoco/mujoco_bench.py``: its flags, its config helpers (``mujoco_alf.py``), its
 aggregates (``mujoco_report.py``), and a tiny real run of both frameworks (Hopper-v5, PPO,
 4096 env steps, an evaluation every 2048) that must leave two ALF-format run directories."""
 
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "benchmarks", "mujoco.py")
+SCRIPT = os.path.join(REPO, "benchmarks", "mujoco", "mujoco_bench.py")
 EVAL_KEYS = (
     "iteration",
     "env_steps",
@@ -25,30 +25,15 @@ EVAL_KEYS = (
 )
 
 
-HELPER_MODULES = ("common", "mujoco_common", "mujoco_alf", "mujoco_sb3", "mujoco_report")
-"""The modules in ``benchmarks/`` that the script imports by name."""
-
-
 @pytest.fixture(scope="module")
 def bench() -> SimpleNamespace:
-    """The script's modules, loaded by loading the script: ``alf`` (``mujoco_alf``) and
-    ``report`` (``mujoco_report``). Loading it puts ``benchmarks/`` on ``sys.path``, where
-    the script's own name would shadow the ``mujoco`` package: the path and the helper
-    modules are restored right after."""
-    saved_path = list(sys.path)
-    saved_modules = {name: sys.modules.get(name) for name in HELPER_MODULES}
-    spec = importlib.util.spec_from_file_location("benchmark_mujoco_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-        return SimpleNamespace(alf=sys.modules["mujoco_alf"], report=sys.modules["mujoco_report"])
-    finally:
-        sys.path[:] = saved_path
-        for name, saved in saved_modules.items():
-            if saved is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = saved
+    """The script's helper modules, imported as ``benchmarks.mujoco.*`` (the repository
+    root on ``sys.path``): ``alf`` (``mujoco_alf``) and ``report`` (``mujoco_report``)."""
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from benchmarks.mujoco import mujoco_alf, mujoco_report
+
+    return SimpleNamespace(alf=mujoco_alf, report=mujoco_report)
 
 
 def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -1,28 +1,20 @@
-"""``benchmarks/sample_factory.py``: its Sample Factory log parser and its task table
+"""``benchmarks/peers/sample_factory.py``: its Sample Factory log parser and its task table
 (no Sample Factory run: that needs the script's own virtual environment)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHMARKS = os.path.join(REPO, "benchmarks")
 
 
 def _module():
-    sys.path.insert(0, BENCHMARKS)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "sample_factory_bench", os.path.join(BENCHMARKS, "sample_factory.py")
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # (dataclasses look their module up)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(BENCHMARKS)
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from benchmarks.peers import sample_factory
+
+    return sample_factory
 
 
 LOG = """\

@@ -1,0 +1,1 @@
+"""ALF benchmarks (see benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""ALF benchmarks: collection (see benchmarks/README.md)."""

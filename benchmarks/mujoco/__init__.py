@@ -1,0 +1,1 @@
+"""ALF benchmarks: mujoco (see benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""ALF benchmarks: offpolicy (see benchmarks/README.md)."""

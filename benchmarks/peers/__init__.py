@@ -1,0 +1,1 @@
+"""ALF benchmarks: peers (see benchmarks/README.md)."""

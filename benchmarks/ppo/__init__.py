@@ -1,0 +1,1 @@
+"""ALF benchmarks: ppo (see benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""ALF benchmarks: reliability (see benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""ALF benchmarks: tools (see benchmarks/README.md)."""
