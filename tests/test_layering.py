@@ -162,7 +162,7 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
     "replay_buffers": _CORE | {"run_dir", "utils"},
     "algorithms": _CORE | {"data_transformers", "networks", "replay_buffers", "utils"},
     # An actor process registers the acting packages (configurables) itself.
-    "unrollers": _CORE | {"algorithms", "environments", "utils", "configurables"},
+    "unrollers": _CORE | {"algorithms", "environments", "utils", "configurables", "run_dir"},
     "trainers": _CORE
     | {"saved_config", "run_dir", "utils", "environments", "algorithms", "unrollers"},
     "export": _CORE | {"trainers"},

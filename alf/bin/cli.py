@@ -20,6 +20,7 @@ from alf.errors import EXIT_USER_ERROR
 
 __all__ = [
     "ToolParser",
+    "add_saved_run_arguments",
     "exit_on_user_code_failure",
     "is_user_file",
     "print_error",
@@ -203,6 +204,26 @@ def _prog(module: str) -> str:
     if name.startswith("alf-"):
         return name
     return f"python -m {module}"
+
+
+def add_saved_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a tool that rebuilds a trained run from its ``config.gin`` (``play``,
+    ``export``): ``--conf_param`` bindings applied after it and ``--trust_module``."""
+    parser.add_argument(
+        "--conf_param",
+        action="append",
+        default=[],
+        metavar="BINDING",
+        help="a gin binding applied after config.gin (repeatable)",
+    )
+    parser.add_argument(
+        "--trust_module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module the run's config.gin may import, your own configurables "
+        "(repeatable); see docs/security.md",
+    )
 
 
 class ToolParser(argparse.ArgumentParser):

@@ -18,7 +18,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error, use_plain_log_lines
+from alf.bin.cli import (
+    ToolParser,
+    add_saved_run_arguments,
+    exit_on_user_code_failure,
+    print_error,
+    use_plain_log_lines,
+)
 
 
 def build_parser() -> ToolParser:
@@ -32,21 +38,7 @@ def build_parser() -> ToolParser:
         help="iteration of the run's checkpoint, or the path of a checkpoint file "
         "(default: newest)",
     )
-    parser.add_argument(
-        "--conf_param",
-        action="append",
-        default=[],
-        metavar="BINDING",
-        help="a gin binding applied after config.gin (repeatable)",
-    )
-    parser.add_argument(
-        "--trust_module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="a module the run's config.gin may import, your own configurables "
-        "(repeatable); see docs/security.md",
-    )
+    add_saved_run_arguments(parser)
     return parser
 
 

@@ -25,7 +25,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from alf.bin.cli import ToolParser, exit_on_user_code_failure, print_error, use_plain_log_lines
+from alf.bin.cli import (
+    ToolParser,
+    add_saved_run_arguments,
+    exit_on_user_code_failure,
+    print_error,
+    use_plain_log_lines,
+)
 from alf.errors import install_hint
 from alf.run_dir import layout
 from alf.utils.video import FrameRecorder, RenderError, VideoWriter
@@ -56,21 +62,7 @@ def build_parser() -> ToolParser:
         "--seed", type=int, default=12345, help="seed of the played environment (default: 12345)"
     )
     parser.add_argument("--record_file", help="write a video of the episodes to this .mp4 file")
-    parser.add_argument(
-        "--conf_param",
-        action="append",
-        default=[],
-        metavar="BINDING",
-        help="a gin binding applied after config.gin (repeatable)",
-    )
-    parser.add_argument(
-        "--trust_module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="a module the run's config.gin may import, your own configurables "
-        "(repeatable); see docs/security.md",
-    )
+    add_saved_run_arguments(parser)
     return parser
 
 

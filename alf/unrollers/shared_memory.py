@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from alf import nest
+from alf.run_dir.layout import pid_alive
 from alf.tensor_specs import TensorSpec
 
 __all__ = ["SEMAPHORE_PREFIX", "FragmentPool", "SharedParameters", "remove_stale_semaphores"]
@@ -39,7 +40,7 @@ def remove_stale_semaphores(shm_dir: str = "/dev/shm") -> int:
     removed = 0
     for name in names:
         match = _SEMAPHORE_FILE.match(name)
-        if not match or _pid_alive(int(match.group(1))):
+        if not match or pid_alive(int(match.group(1))):
             continue
         try:
             os.unlink(os.path.join(shm_dir, name))
@@ -47,16 +48,6 @@ def remove_stale_semaphores(shm_dir: str = "/dev/shm") -> int:
         except OSError:
             pass
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class FragmentPool:
