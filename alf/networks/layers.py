@@ -24,7 +24,7 @@ class Tanh(nn.Tanh):
 
     ALF once computed its forward pass with numpy, when a torch CPU build's scalar tanh
     kernel made small tanh MLPs slow; with torch 2.13 ``torch.tanh`` is as fast or
-    faster at every batch size ALF uses (``benchmarks/tanh.py``), so it is plain torch.
+    faster at every batch size ALF uses (``benchmarks/collection/tanh.py``), so it is plain torch.
     """
 
 

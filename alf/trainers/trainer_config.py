@@ -117,7 +117,7 @@ class TrainerConfig:
             small networks of RL on a machine that does anything else: with 2 threads,
             one other busy process on a 2-core machine cut SAC Pendulum's updates/s by
             over 85%, while 1 thread kept most of its speed
-            (``benchmarks/contention.py``). Raise it for large networks (e.g. CNNs) on
+            (``benchmarks/collection/contention.py``). Raise it for large networks (e.g. CNNs) on
             an otherwise idle machine.
         max_consecutive_skipped_iterations: stop the run (keeping the last good
             checkpoint) after this many iterations in a row whose every update was
@@ -176,7 +176,7 @@ class TrainerConfig:
             or repeated run compiles in seconds. On a GPU it also uses CUDA graphs
             (``mode="reduce-overhead"``). Not in data-parallel runs. Collection
             (``rollout_step``) stays eager: compiled, it was no faster at 16 CartPole
-            environments on a CPU and 1.1-1.3x at 64-256 (``benchmarks/compile_rollout.py``),
+            environments on a CPU and 1.1-1.3x at 64-256 (``benchmarks/collection/compile_rollout.py``),
             on a part that is about a quarter of a PPO iteration.
         distributed_timeout_s: data-parallel runs: seconds a rank waits in a collective
             for a silent rank before failing (a rank that dies is noticed at once). It
