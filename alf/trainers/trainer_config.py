@@ -176,8 +176,9 @@ class TrainerConfig:
             or repeated run compiles in seconds. On a GPU it also uses CUDA graphs
             (``mode="reduce-overhead"``). Not in data-parallel runs. Collection
             (``rollout_step``) stays eager: compiled, it was no faster at 16 CartPole
-            environments on a CPU and 1.1-1.3x at 64-256 (``benchmarks/collection/compile_rollout.py``),
-            on a part that is about a quarter of a PPO iteration.
+            environments on a CPU and 1.1-1.3x at 64-256
+            (``benchmarks/collection/compile_rollout.py``), on a part that is about a
+            quarter of a PPO iteration.
         distributed_timeout_s: data-parallel runs: seconds a rank waits in a collective
             for a silent rank before failing (a rank that dies is noticed at once). It
             must exceed rank 0's longest evaluation, which the others wait for.
