@@ -29,6 +29,8 @@ def test_appo_doom_basic_reaches_50(tmp_path):
         TARGET,
         "VizdoomPreset.width=64",
         "VizdoomPreset.height=36",
+        # (held: the config's decay to 0 would be over this test's small budget)
+        "AppoAlgorithm.learning_rate=1e-3",
         f"TrainerConfig.num_env_steps={BUDGET}",
         "TrainerConfig.eval_interval=5",
         "TrainerConfig.checkpoint_interval=1000",
