@@ -3,7 +3,8 @@
 Both frameworks train the same task with the same network shape (Sample Factory's
 'convnet_simple' encoder + 512 fc, ELU, separate actor and critic: SF's
 ``--actor_critic_share_weights=False``, since ALF has no shared torso; no recurrent
-core), the same environment count, rollout, batch, mini-batches, learning rate, clip,
+core), the same environment count, rollout, batch, mini-batches, learning rate (decayed
+linearly to 0 in both), clip,
 entropy bonus and frame skip, for the same frame budget; runs alternate between the
 frameworks seed by seed so drifting load hits both alike. Reported per run: env frames/s
 (agent steps x frame skip, as Sample Factory counts them), the wall time to a score of the
@@ -85,6 +86,7 @@ _DOOM_SF = (
     "--num_epochs=1",
     "--use_rnn=False",
     "--learning_rate=0.001",
+    "--lr_schedule=linear_decay",
     "--exploration_loss=entropy",
     "--exploration_loss_coeff=0.003",
     "--with_vtrace=False",
