@@ -3,13 +3,14 @@
 Both frameworks train the same task with the same network shape (Sample Factory's
 'convnet_simple' encoder + 512 fc, ELU, separate actor and critic: SF's
 ``--actor_critic_share_weights=False``, since ALF has no shared torso; no recurrent
-core), the same environment count, rollout, batch, mini-batches, learning rate (decayed
-linearly to 0 in both), clip,
-entropy bonus and frame skip, for the same frame budget; runs alternate between the
-frameworks seed by seed so drifting load hits both alike. Reported per run: env frames/s
-(agent steps x frame skip, as Sample Factory counts them), the wall time to a score of the
-training episodes' average return (SF evaluates nothing during training, so both are
-judged by their training episodes), and the load average (``uptime``) before and after.
+core), the same environment count, rollout, batch, mini-batches, learning rate (1e-3,
+constant in both: SF 2.1.1's command line offers no linear decay, so the ALF config's
+decay is overridden), clip, entropy bonus and frame skip, for the same frame budget;
+runs alternate between the frameworks seed by seed so drifting load hits both alike.
+Reported per run: env frames/s (agent steps x frame skip, as Sample Factory counts
+them), the wall time to a score of the training episodes' average return (SF evaluates
+nothing during training, so both are judged by their training episodes), and the load
+average (``uptime``) before and after.
 
 Sample Factory pins ``gymnasium<1.0`` and ``numpy<2``, so it runs from its own virtual
 environment, which this script builds on first use (``--sf_venv``; torch is pinned to the
@@ -86,7 +87,6 @@ _DOOM_SF = (
     "--num_epochs=1",
     "--use_rnn=False",
     "--learning_rate=0.001",
-    "--lr_schedule=linear_decay",
     "--exploration_loss=entropy",
     "--exploration_loss_coeff=0.003",
     "--with_vtrace=False",
@@ -111,7 +111,7 @@ _DOOM_SF = (
 BENCHES: dict[str, Bench] = {
     "doom_basic": Bench(
         alf_conf="appo_doom_basic.gin",
-        alf_params=("TrainerConfig.eval_interval=0",),
+        alf_params=("TrainerConfig.eval_interval=0", "AppoAlgorithm.learning_rate=1e-3"),
         sf_module="sf_examples.vizdoom.train_vizdoom",
         sf_env="doom_basic",
         sf_args=_DOOM_SF,
@@ -121,7 +121,7 @@ BENCHES: dict[str, Bench] = {
     ),
     "doom_defend_center": Bench(
         alf_conf="appo_doom_defend_center.gin",
-        alf_params=("TrainerConfig.eval_interval=0",),
+        alf_params=("TrainerConfig.eval_interval=0", "AppoAlgorithm.learning_rate=1e-3"),
         sf_module="sf_examples.vizdoom.train_vizdoom",
         sf_env="doom_defend_the_center",
         sf_args=_DOOM_SF,
