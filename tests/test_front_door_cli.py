@@ -184,3 +184,36 @@ def test_a_conf_that_is_not_text_is_named(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert f"config '{conf}' is not a text config file" in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("tool", ["sweep", "plot", "report", "tune", "train", "play", "export"])
+def test_usage_names_the_console_script_it_was_started_as(tool: str) -> None:
+    code = f"import sys; sys.argv = ['alf-{tool}', '--help']; from alf.bin.{tool} import run; run()"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"usage: alf-{tool} "), result.stdout[:200]
+
+
+def test_play_records_one_episode_by_default(tiny_run, tmp_path: Path) -> None:
+    video = tmp_path / "play.mp4"
+    result = run_cli(
+        [
+            sys.executable,
+            "-m",
+            "alf.bin.play",
+            f"--root_dir={tiny_run[0]}",
+            f"--record_file={video}",
+        ]
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    episodes = [line for line in result.stdout.splitlines() if line.startswith("episode ")]
+    assert len(episodes) == 1 and video.is_file()
+    average = result.stdout.strip().splitlines()[-1].split(": ")[1]
+    assert len(average.split(".")[-1]) <= 4, average

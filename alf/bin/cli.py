@@ -26,6 +26,7 @@ __all__ = [
     "print_error",
     "print_full_traceback",
     "stray_arguments_error",
+    "tool_prog",
     "use_plain_log_lines",
     "user_code_failure",
 ]
@@ -197,9 +198,9 @@ def exit_on_user_code_failure(err: BaseException, tool: str, while_: str) -> Non
         sys.exit(EXIT_USER_ERROR)
 
 
-def _prog(module: str) -> str:
-    """How the user started the tool: ``alf-train`` for a console script, else
-    ``python -m alf.bin.train``."""
+def tool_prog(module: str) -> str:
+    """How the user started the tool, for its usage line: ``alf-train`` for a console
+    script, else ``python -m alf.bin.train``."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if name.startswith("alf-"):
         return name
@@ -240,7 +241,7 @@ class ToolParser(argparse.ArgumentParser):
 
     def __init__(self, *, module: str, doc: str | None, takes_bindings: bool) -> None:
         super().__init__(
-            prog=_prog(module),
+            prog=tool_prog(module),
             description=doc,
             formatter_class=argparse.RawDescriptionHelpFormatter,
             allow_abbrev=False,

@@ -26,7 +26,7 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from alf.bin.cli import print_error
+from alf.bin.cli import print_error, tool_prog
 from alf.errors import install_hint
 
 EXIT_NOTHING = 1
@@ -37,7 +37,7 @@ _PROG = "alf.bin.plot"
 def build_parser() -> argparse.ArgumentParser:
     """The command-line flags."""
     parser = argparse.ArgumentParser(
-        prog="python -m alf.bin.plot",
+        prog=tool_prog("alf.bin.plot"),
         description="Plot evaluation curves of runs grouped by config (seeds aggregated).",
     )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or their roots")

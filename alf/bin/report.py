@@ -21,7 +21,7 @@ import argparse
 import os
 import sys
 
-from alf.bin.cli import print_error
+from alf.bin.cli import print_error, tool_prog
 
 EXIT_USAGE = 2
 _PROG = "alf.bin.report"
@@ -30,7 +30,7 @@ _PROG = "alf.bin.report"
 def build_parser() -> argparse.ArgumentParser:
     """The command-line flags."""
     parser = argparse.ArgumentParser(
-        prog="python -m alf.bin.report",
+        prog=tool_prog("alf.bin.report"),
         description="Markdown table of final results of runs grouped by config.",
     )
     parser.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or their roots")

@@ -21,7 +21,7 @@ import argparse
 import os
 import sys
 
-from alf.bin.cli import print_error
+from alf.bin.cli import print_error, tool_prog
 
 EXIT_USAGE = 2
 
@@ -36,7 +36,7 @@ def _default_jobs() -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line flags."""
     parser = argparse.ArgumentParser(
-        prog="python -m alf.bin.sweep",
+        prog=tool_prog("alf.bin.sweep"),
         description="Train every grid point x seed of a config as separate alf.bin.train runs.",
     )
     parser.add_argument("--conf", required=True, help="the .gin config file")

@@ -27,7 +27,7 @@ import argparse
 import os
 import sys
 
-from alf.bin.cli import print_error
+from alf.bin.cli import print_error, tool_prog
 
 EXIT_USAGE = 2
 
@@ -35,7 +35,7 @@ EXIT_USAGE = 2
 def build_parser() -> argparse.ArgumentParser:
     """The command-line flags."""
     parser = argparse.ArgumentParser(
-        prog="python -m alf.bin.tune",
+        prog=tool_prog("alf.bin.tune"),
         description="Tune a config's hyperparameters with Optuna (each trial an ALF run).",
     )
     parser.add_argument("--conf", required=True, help="the .gin config file")
