@@ -25,11 +25,12 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from alf.run_dir import layout
 
 __all__ = [
+    "RunSettings",
     "GIT_TIMEOUT_S",
     "GitInfo",
     "git_info",
@@ -199,10 +200,17 @@ def stored_tracker_info(root_dir: str) -> dict[str, dict[str, Any]]:
     return trackers if isinstance(trackers, dict) else {}
 
 
+class RunSettings(Protocol):
+    """The settings :func:`record_run_start` reads (``TrainerConfig`` has them)."""
+
+    algorithm_ctor: Any
+    random_seed: int
+
+
 def record_run_start(
     root_dir: str,
     *,
-    config: Any,
+    config: RunSettings,
     device: Any,
     world_size: int = 1,
     resumed_from: tuple[int, int] | None = None,

@@ -6,15 +6,16 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from absl import logging
 
 from alf.run_dir import layout
-from alf.run_dir.metadata import record_run_start, stored_tracker_info
-from alf.utils.trackers import Tracker, create_trackers
+from alf.run_dir.metadata import RunSettings, record_run_start, stored_tracker_info
+from alf.utils.trackers import Tracker, TrackerSettings, create_trackers
 
 __all__ = [
+    "RunLoggingSettings",
     "SummaryLogger",
     "record_operative_config",
     "start_run_logging",
@@ -212,10 +213,15 @@ def record_operative_config(root_dir: str, summary: SummaryLogger) -> None:
         logging.warning("These config bindings were never used by the run: %s", ", ".join(unused))
 
 
+class RunLoggingSettings(TrackerSettings, RunSettings, Protocol):
+    """What :func:`start_run_logging` reads from the run's settings: the trackers' and
+    ``run_info.json``'s (``TrainerConfig`` has them)."""
+
+
 def start_run_logging(
     root_dir: str,
     *,
-    config: Any,
+    config: RunLoggingSettings,
     purge_step: int,
     resumed_from: tuple[int, int] | None,
     device: Any,

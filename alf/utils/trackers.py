@@ -17,11 +17,12 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from alf.errors import UserError, install_hint
 
 __all__ = [
+    "TrackerSettings",
     "MlflowTracker",
     "Tracker",
     "TrackerError",
@@ -265,8 +266,17 @@ def _chunks(items: Sequence[Any], size: int) -> list[Sequence[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+class TrackerSettings(Protocol):
+    """The settings :func:`create_trackers` reads (``TrainerConfig`` has them)."""
+
+    wandb_project: str | None
+    wandb_mode: str
+    mlflow_tracking_uri: str | None
+    mlflow_experiment: str
+
+
 def create_trackers(
-    config: Any,
+    config: TrackerSettings,
     *,
     root_dir: str,
     previous: Mapping[str, Mapping[str, Any]] | None = None,
@@ -275,7 +285,7 @@ def create_trackers(
     """Starts the trackers that ``config`` enables and logs ``params`` to them.
 
     Args:
-        config: the run's ``TrainerConfig``.
+        config: the run's settings (a ``TrainerConfig``).
         root_dir: the run directory (its last two components name the run).
         previous: on resume, the ``trackers`` of ``run_info.json``: the runs to continue.
         params: the run's configuration (the gin bindings).
