@@ -17,6 +17,7 @@ complete: a play that fails leaves no partial video (and keeps an older one).
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib.util
 import os
@@ -96,18 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from alf.errors import AlfError
     from alf.trainers.evaluator import Evaluator
 
-    if not args.root_dir:
-        _fail("--root_dir is required")
-    if args.num_episodes is None:
-        args.num_episodes = 1 if args.record_file else 10
-    if args.num_episodes < 1:
-        _fail(f"--num_episodes must be >= 1, got {args.num_episodes}")
-    checkpoint = _checkpoint_flag(args.checkpoint)
-    max_episode_steps = _count_flag("max_episode_steps", args.max_episode_steps, minimum=1)
-    root_dir = os.path.abspath(os.path.expanduser(args.root_dir))
-    conf_path = os.path.join(root_dir, layout.CONFIG_FILE)
-    if not os.path.isfile(conf_path):
-        _fail(f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?")
+    root_dir, checkpoint, max_episode_steps = _checked_flags(args)
     mujoco_gl_found = True
     if args.record_file:
         _check_video_dependencies()
@@ -167,13 +157,36 @@ def main(argv: Sequence[str] | None = None) -> None:
             writer.close(keep=played)
         if env is not None:
             env.close()
+    _print_result(result, args.record_file if writer is not None else None, writer)
+
+
+def _checked_flags(args: argparse.Namespace) -> tuple[str, int | str | None, int | None]:
+    """``(root_dir, checkpoint, max_episode_steps)`` from the flags, each checked (one
+    error line, exit 2); ``--num_episodes`` defaults to 1 with ``--record_file``."""
+    if not args.root_dir:
+        _fail("--root_dir is required")
+    if args.num_episodes is None:
+        args.num_episodes = 1 if args.record_file else 10
+    if args.num_episodes < 1:
+        _fail(f"--num_episodes must be >= 1, got {args.num_episodes}")
+    checkpoint = _checkpoint_flag(args.checkpoint)
+    max_episode_steps = _count_flag("max_episode_steps", args.max_episode_steps, minimum=1)
+    root_dir = os.path.abspath(os.path.expanduser(args.root_dir))
+    conf_path = os.path.join(root_dir, layout.CONFIG_FILE)
+    if not os.path.isfile(conf_path):
+        _fail(f"'{conf_path}' not found: is '{root_dir}' the root_dir of a training run?")
+    return root_dir, checkpoint, max_episode_steps
+
+
+def _print_result(result: Any, record_file: str | None, writer: VideoWriter | None) -> None:
+    """Each episode's line, the video's, then ``average_return: <x>`` last."""
     for i, (ret, length, cut) in enumerate(
         zip(result.returns, result.lengths, result.cut, strict=True)
     ):
         note = f" (cut: not ended within {length} steps, --max_episode_steps)" if cut else ""
         print(f"episode {i}: return {ret:.2f}, length {length}{note}", flush=True)
     if writer is not None:
-        print(f"video: {args.record_file} ({writer.num_frames} frames)", flush=True)
+        print(f"video: {record_file} ({writer.num_frames} frames)", flush=True)
     # Four decimals: a float32 return's printed digits beyond them are noise.
     print(f"average_return: {round(result.average_return, 4)}", flush=True)
 

@@ -132,15 +132,7 @@ class RLTrainer:
         # Read and check the checkpoint before building anything, so a bad one fails fast
         # and nothing in root_dir is touched.
         resume = read_resume_checkpoint(self.checkpointer, self.distributed)
-        if (
-            resume is not None
-            and config.progress(iteration=resume.iteration, env_steps=resume.env_steps) >= 1.0
-        ):
-            # Nothing to train: the run's files stay as they are, byte for byte.
-            if not config.allow_config_change:
-                check_resumed_config(resume, root_dir)
-            self.iteration, self.env_steps = resume.iteration, resume.env_steps
-            self.finished_before = True
+        if self._used_its_budget(resume):
             return
         if self.is_main:
             check_writable(root_dir)
@@ -189,8 +181,28 @@ class RLTrainer:
             device=parts.policy_device,
         )
         self._watchdog = start_env_watchdog(self)
-        if not self.is_main:
-            return
+        if self.is_main:
+            self._start_run_dir(resume is not None)
+
+    def _used_its_budget(self, resume: RunCheckpoint | None) -> bool:
+        """Whether the resumed run had already used its budget: then nothing is built
+        and the run's files stay as they are, byte for byte (:attr:`finished_before`)."""
+        config = self.config
+        if resume is None or config.progress(
+            iteration=resume.iteration, env_steps=resume.env_steps
+        ) < 1.0:
+            return False
+        if not config.allow_config_change:
+            check_resumed_config(resume, self.root_dir)
+        self.iteration, self.env_steps = resume.iteration, resume.env_steps
+        self.finished_before = True
+        return True
+
+    def _start_run_dir(self, resumed: bool) -> None:
+        """Rank 0's start in ``root_dir``: stale temporaries removed, the logs cut back to
+        the resumed iteration, summaries, trackers and ``run_info.json`` started, the
+        config written; videos set up when asked for."""
+        config, root_dir = self.config, self.root_dir
         self.checkpointer.remove_stale_temporaries()
         layout.remove_stale_temporaries(root_dir)
         if config.video_interval:
@@ -209,11 +221,11 @@ class RLTrainer:
             root_dir,
             config=config,
             purge_step=self._summary_step() + 1,
-            resumed_from=(self.iteration, self.env_steps) if resume else None,
+            resumed_from=(self.iteration, self.env_steps) if resumed else None,
             device=self.device,
             world_size=self._world_size,
         )
-        layout.write_config(self.root_dir, alf_config.config_str())
+        layout.write_config(root_dir, alf_config.config_str())
 
     def _summary_step(self) -> int:
         """Summaries' x-axis: env steps (iterations if training on offline data alone)."""
