@@ -44,7 +44,8 @@ def check_priority_exponent(name: str, value: float) -> None:
 
 
 class PrioritizedSampler:
-    """The priorities of the steps of a :class:`RingStorage`, and sampling by them.
+    """The priorities of the steps of a :class:`RingStorage`, and sampling by them (a
+    :class:`~alf.replay_buffers.sampler.Sampler`).
 
     Args:
         storage: the storage whose steps are sampled; this sampler reads its write
@@ -63,14 +64,13 @@ class PrioritizedSampler:
         self._max_priority = 1.0
         self._tree = SumTree(capacity=storage.num_envs * storage.max_length)
 
+    prioritized = True
+    """Sampling by priority."""
+
     @property
     def max_priority(self) -> float:
         """The priority (before ``alpha``) that new steps get."""
         return self._max_priority
-
-    def leaf_values(self) -> torch.Tensor:
-        """A copy of the sum tree's leaves: priority^alpha per flat slot, float64."""
-        return self._tree.leaf_values()
 
     def record_new(self, flat: torch.Tensor) -> None:
         """Gives the newly written flat slots ``flat`` (distinct) the max priority.
@@ -222,20 +222,36 @@ class PrioritizedSampler:
 
     # ----------------------------------------------------------------- checkpoints
 
-    def restored_priorities(self, state: dict[str, Any], positions: torch.Tensor) -> torch.Tensor:
-        """The sum-tree leaves for loading ``state``, checked, without changing anything.
-
-        Args:
-            state: a :class:`ReplayBuffer` checkpoint state.
-            positions: its (checked) write counters.
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The sampler's part of a :class:`ReplayBuffer` checkpoint state.
 
         Returns:
-            The saved leaves (re-exponentiated if ``priority_alpha`` changed), or 1 for
-            every held step when ``state`` is from a uniform buffer.
+            ``max_priority`` and ``priorities`` (a copy of the sum tree's leaves, i.e.
+            priority^alpha per flat slot ``env * max_length + slot``, float64).
+        """
+        return {"max_priority": self._max_priority, "priorities": self._tree.leaf_values()}
+
+    def load_checkpoint_state(self, state: dict[str, Any], *, positions: torch.Tensor) -> None:
+        """Restores the priorities of ``state``, checked before anything changes.
+
+        Saved priorities are re-exponentiated if ``state["priority_alpha"]`` differs
+        from this sampler's; a state without priorities (a uniform buffer's) gives every
+        held step priority 1.
+
+        Args:
+            state: a :class:`ReplayBuffer` checkpoint state (or this sampler's own
+                :meth:`checkpoint_state`).
+            positions: the (checked) write counters of the steps it holds.
 
         Raises:
             ReplayBufferError: if the saved priorities are malformed.
         """
+        leaves = self._restored_priorities(state, positions)
+        self._max_priority = float(state.get("max_priority", 1.0))
+        self._tree.reset(leaves)
+
+    def _restored_priorities(self, state: dict[str, Any], positions: torch.Tensor) -> torch.Tensor:
+        """The checked sum-tree leaves for loading ``state``, without changing anything."""
         saved = state.get("priorities")
         if saved is None:
             held = positions.clamp(max=self._max_length)
@@ -253,13 +269,3 @@ class PrioritizedSampler:
         if saved_alpha == 0:
             return (saved > 0).to(torch.float64)
         return saved.pow(self._alpha / saved_alpha)
-
-    def restore(self, *, leaves: torch.Tensor, max_priority: float) -> None:
-        """Sets the sum tree's leaves and the max priority.
-
-        Args:
-            leaves: from :meth:`restored_priorities`.
-            max_priority: the priority (before ``alpha``) that new steps get.
-        """
-        self._max_priority = float(max_priority)
-        self._tree.reset(leaves)

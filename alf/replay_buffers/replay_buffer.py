@@ -1,10 +1,12 @@
 """A replay buffer of per-environment rings, sampled as time-major sequences.
 
 :class:`ReplayBuffer` composes a :class:`~alf.replay_buffers.ring_storage.RingStorage`
-(the rings, their write counters and their checkpoint state) with a sampler of sequence
-starts: :func:`~alf.replay_buffers.sequence_sampler.sample_uniform_starts`, or a
-:class:`~alf.replay_buffers.prioritized_sampler.PrioritizedSampler` that also keeps the
-priorities.
+(the rings, their write counters and their checkpoint state) with a
+:class:`~alf.replay_buffers.sampler.Sampler` of sequence starts (which keeps its own
+state, e.g. priorities): a
+:class:`~alf.replay_buffers.sequence_sampler.UniformSampler` or a
+:class:`~alf.replay_buffers.prioritized_sampler.PrioritizedSampler`. The buffer checks
+sizes and gathers the sampled steps; what to draw is the sampler's alone.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import torch
 from alf import nest
 from alf.config import configurable
 from alf.data_structures import BatchInfo
-from alf.replay_buffers.prioritized_sampler import PrioritizedSampler, check_priority_exponent
+from alf.replay_buffers.prioritized_sampler import check_priority_exponent
 from alf.replay_buffers.ring_storage import RingStorage, check_ring_size
-from alf.replay_buffers.sequence_sampler import check_sequence_args, sample_uniform_starts
+from alf.replay_buffers.sampler import Sampler, make_sampler
+from alf.replay_buffers.sequence_sampler import check_sequence_args
 from alf.replay_buffers.spec_description import (
     ReplayBufferError,
     describe_spec,
@@ -80,14 +83,11 @@ class ReplayBuffer:
         check_ring_size(num_envs=num_envs, max_length=max_length)
         check_priority_exponent("priority_alpha", priority_alpha)
         self._storage = RingStorage(data_spec=data_spec, num_envs=num_envs, max_length=max_length)
-        self._prioritized = bool(prioritized)
         self._alpha = float(priority_alpha)
         self.priority_beta = priority_beta
         self._enable_checkpoint = bool(enable_checkpoint)
-        self._sampler = (
-            PrioritizedSampler(storage=self._storage, priority_alpha=priority_alpha)
-            if prioritized
-            else None
+        self._sampler = make_sampler(
+            storage=self._storage, prioritized=prioritized, priority_alpha=priority_alpha
         )
 
     # ----------------------------------------------------------------- properties
@@ -110,12 +110,12 @@ class ReplayBuffer:
     @property
     def prioritized(self) -> bool:
         """Whether sampling is by priority."""
-        return self._prioritized
+        return self._sampler.prioritized
 
     @property
-    def priority_alpha(self) -> float:
-        """The exponent applied to priorities."""
-        return self._alpha
+    def sampler(self) -> Sampler:
+        """The sampler of sequence starts (uniform or prioritized)."""
+        return self._sampler
 
     @property
     def priority_beta(self) -> float:
@@ -180,7 +180,7 @@ class ReplayBuffer:
                 shape or a dtype that cannot be stored without loss; or for bad env_ids.
         """
         flat = self._storage.append(batch, env_ids)
-        if flat is not None and self._sampler is not None:
+        if flat is not None:
             self._sampler.record_new(flat)
 
     # ----------------------------------------------------------------- sampling
@@ -217,21 +217,12 @@ class ReplayBuffer:
         check_sequence_args(
             batch_size=batch_size, batch_length=batch_length, max_length=self.max_length
         )
-        if self._sampler is None:
-            env, start = sample_uniform_starts(
-                self._storage,
-                batch_size=batch_size,
-                batch_length=batch_length,
-                generator=generator,
-            )
-            weights = torch.ones(batch_size)
-        else:
-            env, start, weights = self._sampler.sample(
-                batch_size=batch_size,
-                batch_length=batch_length,
-                beta=self._beta,
-                generator=generator,
-            )
+        env, start, weights = self._sampler.sample(
+            batch_size=batch_size,
+            batch_length=batch_length,
+            beta=self._beta,
+            generator=generator,
+        )
         data = self._storage.gather(env, start, batch_length)
         return data, BatchInfo(env_ids=env, positions=start, importance_weights=weights)
 
@@ -260,11 +251,6 @@ class ReplayBuffer:
             ReplayBufferError: if the buffer is not prioritized, the lengths differ, an
                 env id is out of range or a priority is negative or not finite.
         """
-        if self._sampler is None:
-            raise ReplayBufferError(
-                "update_priority needs a prioritized ReplayBuffer (prioritized=True); "
-                "this one samples uniformly"
-            )
         return self._sampler.update_priority(env_ids, positions, priorities)
 
     def overwrite_newest(self, path: str, value: float | int) -> None:
@@ -293,8 +279,7 @@ class ReplayBuffer:
         The storage is not zeroed; its old contents are simply no longer reachable.
         """
         self._storage.clear()
-        if self._sampler is not None:
-            self._sampler.clear()
+        self._sampler.clear()
 
     # ----------------------------------------------------------------- checkpoints
 
@@ -312,14 +297,12 @@ class ReplayBuffer:
             ``max_priority`` and ``priorities`` (the sum tree's leaves, i.e. priority^alpha
             per flat slot ``env * max_length + slot``, float64; None when uniform).
         """
-        sampler = self._sampler
         return {
             "version": 1,
             **self._storage.checkpoint_state(),
-            "prioritized": self._prioritized,
+            "prioritized": self._sampler.prioritized,
             "priority_alpha": self._alpha,
-            "max_priority": sampler.max_priority if sampler is not None else 1.0,
-            "priorities": sampler.leaf_values() if sampler is not None else None,
+            **self._sampler.checkpoint_state(),
         }
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
@@ -336,9 +319,5 @@ class ReplayBuffer:
                 fields) do not match, or when a key or tensor is missing or malformed.
         """
         positions = self._storage.validate_checkpoint_state(state)
-        leaves = None
-        if self._sampler is not None:
-            leaves = self._sampler.restored_priorities(state, positions)
-        self._storage.restore_checkpoint_state(state)
-        if self._sampler is not None and leaves is not None:
-            self._sampler.restore(leaves=leaves, max_priority=state.get("max_priority", 1.0))
+        self._sampler.load_checkpoint_state(state, positions=positions)  # checks first
+        self._storage.restore_checkpoint_state(state)  # cannot fail once validated

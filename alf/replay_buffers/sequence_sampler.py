@@ -1,4 +1,4 @@
-"""Uniform sampling of sequence starts from a :class:`RingStorage`.
+"""Uniform sampling of sequence starts from a :class:`RingStorage`: :class:`UniformSampler`.
 
 A sequence of ``batch_length`` steps of environment ``e`` may start at any position ``p``
 in ``[max(0, pos[e] - max_length), pos[e] - batch_length]``: it lies within the held
@@ -7,12 +7,15 @@ steps and never crosses the write head. These are the *valid* starts.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from alf.replay_buffers.ring_storage import RingStorage
 from alf.replay_buffers.spec_description import ReplayBufferError
 
 __all__ = [
+    "UniformSampler",
     "check_sequence_args",
     "not_enough_steps_error",
     "sample_uniform_starts",
@@ -106,3 +109,99 @@ def sample_uniform_starts(
     # start = oldest held step of env + (r - number of pairs of the envs before)
     start = r + (pos - held - cum + counts)[env]
     return env, start
+
+
+class UniformSampler:
+    """Samples every valid sequence start of a :class:`RingStorage` with equal
+    probability (a :class:`~alf.replay_buffers.sampler.Sampler`).
+
+    It keeps no state of its own: its checkpoint state says only that there are no
+    priorities, and loading one (even a prioritized one) changes nothing.
+
+    Args:
+        storage: the storage whose steps are sampled.
+    """
+
+    prioritized = False
+    """Uniform sampling: no priorities."""
+
+    def __init__(self, *, storage: RingStorage) -> None:
+        self._storage = storage
+
+    def record_new(self, flat: torch.Tensor) -> None:
+        """Nothing to record for new steps.
+
+        Args:
+            flat: ``[n]`` flat slots just written (unused).
+        """
+
+    def sample(
+        self,
+        *,
+        batch_size: int,
+        batch_length: int,
+        beta: float,
+        generator: torch.Generator | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draws ``batch_size`` valid starts uniformly (:func:`sample_uniform_starts`).
+
+        Args:
+            batch_size: number of sequences.
+            batch_length: steps per sequence.
+            beta: exponent of the importance weights (unused: every weight is 1).
+            generator: random generator (torch's default one if None).
+
+        Returns:
+            ``[batch_size]`` env ids, absolute start positions and importance weights
+            (all ones, float32).
+
+        Raises:
+            ReplayBufferError: when no environment holds ``batch_length`` steps.
+        """
+        env, start = sample_uniform_starts(
+            self._storage,
+            batch_size=batch_size,
+            batch_length=batch_length,
+            generator=generator,
+        )
+        return env, start, torch.ones(batch_size)
+
+    def update_priority(
+        self, env_ids: torch.Tensor, positions: torch.Tensor, priorities: torch.Tensor
+    ) -> int:
+        """Refuses: there are no priorities to update.
+
+        Args:
+            env_ids: ``[n]`` environment of each entry.
+            positions: ``[n]`` absolute step numbers.
+            priorities: ``[n]`` new priorities.
+
+        Returns:
+            Never returns.
+
+        Raises:
+            ReplayBufferError: always.
+        """
+        raise ReplayBufferError(
+            "update_priority needs a prioritized ReplayBuffer (prioritized=True); "
+            "this one samples uniformly"
+        )
+
+    def clear(self) -> None:
+        """Nothing to forget."""
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The sampler's part of a :class:`ReplayBuffer` checkpoint state.
+
+        Returns:
+            ``{"max_priority": 1.0, "priorities": None}``: no priorities.
+        """
+        return {"max_priority": 1.0, "priorities": None}
+
+    def load_checkpoint_state(self, state: dict[str, Any], *, positions: torch.Tensor) -> None:
+        """Loads nothing: saved priorities, if any, are dropped.
+
+        Args:
+            state: a :class:`ReplayBuffer` checkpoint state.
+            positions: its (checked) write counters.
+        """
