@@ -15,10 +15,11 @@ from alf.algorithms.algorithm import was_skipped
 from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
 from alf.config import invalid_value
-from alf.data_structures import BatchInfo, Experience, LossInfo, StepType, Trajectory
+from alf.data_structures import Experience, LossInfo, StepType, Trajectory
 from alf.networks import state_spec_of
 from alf.networks.action_mask import ActionMask, ActionMaskError
 from alf.replay_buffers import ReplayBuffer, ReplayBufferError
+from alf.replay_buffers.mixed_replay import MixedReplay
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.tensor_specs import TensorSpec
 from alf.utils.device import to_device
@@ -58,8 +59,7 @@ def build_encoder(
     mask = ActionMask(owner=owner, input_spec=observation_spec, action_spec=action_spec)
     if mask.active:
         raise ActionMaskError(
-            f"{owner}: action masks with a recurrent encoder (encoder_ctor) are not "
-            "supported yet"
+            f"{owner}: action masks with a recurrent encoder (encoder_ctor) are not supported yet"
         )
     encoder = encoder_ctor(input_spec=observation_spec)
     return encoder, make_target(encoder), TensorSpec((int(encoder.output_size),))
@@ -77,10 +77,6 @@ def encode_step(encoder: nn.Module | None, observation: Any, state: Any) -> tupl
     return encoder.step(observation, state)
 
 
-def _cat(parts: Sequence[Any], dim: int) -> Any:
-    return nest.map_structure(lambda *xs: torch.cat(xs, dim=dim), *parts)
-
-
 class OffPolicyAlgorithm(RLAlgorithm):
     """Stores every collected step in a :class:`ReplayBuffer` and trains on samples.
 
@@ -93,8 +89,11 @@ class OffPolicyAlgorithm(RLAlgorithm):
     :class:`LossInfo` updates the sampled sequences' priorities, and the losses should be
     weighted by ``exp.batch_info.importance_weights``.
 
-    With an offline buffer (:meth:`set_offline_buffers`), ``offline_fraction`` of every
-    mini-batch comes from it and the rest from the online buffer (1.0: offline only).
+    The buffer and any offline buffers are held by a
+    :class:`~alf.replay_buffers.mixed_replay.MixedReplay` (:attr:`replay`), which mixes
+    them into every mini-batch and says when training may start. With offline buffers
+    (:meth:`set_offline_buffers`), ``offline_fraction`` of every mini-batch comes from
+    them and the rest from the online buffer (1.0: offline only).
 
     Recurrent algorithms (non-empty ``train_state_spec``; R2D2-style): the buffer stores
     the state given to ``rollout_step`` with every step; sampled sequences are
@@ -146,9 +145,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
         self.num_updates_per_train_iter = num_updates_per_train_iter
         self.burn_in = burn_in
         self._replay_buffer_ctor = replay_buffer_ctor
-        self._replay_buffer: ReplayBuffer | None = None
-        self._offline_buffers: list[ReplayBuffer] = []
-        self.offline_fraction = 0.0
+        self._replay: MixedReplay | None = None
         self._setup: LearningSetup | None = None
 
     needs_every_step = True
@@ -196,15 +193,14 @@ class OffPolicyAlgorithm(RLAlgorithm):
         setup = self._setup
         if setup is None:
             raise RuntimeError("OffPolicyAlgorithm.learn() before prepare_learning()")
-        offline_only = bool(self._offline_buffers) and self.offline_fraction >= 1.0
-        ready = offline_only or self.replay_buffer.total_size >= setup.initial_collect_steps
+        ready = self.replay.is_ready(setup.initial_collect_steps)
         if setup.all_ranks_agree(ready and self.can_train()):
             return self.train_from_replay()
         return {}
 
     def data_checkpoint_state(self) -> Any:
         """The replay buffer's state if ``ReplayBuffer.enable_checkpoint``, else None."""
-        buffer = self._replay_buffer
+        buffer = None if self._replay is None else self._replay.online
         if buffer is None or not buffer.enable_checkpoint:
             return None
         return buffer.checkpoint_state()
@@ -237,37 +233,44 @@ class OffPolicyAlgorithm(RLAlgorithm):
 
     # ----------------------------------------------------------- replay data
     def build_replay_buffer(self, *, num_envs: int) -> ReplayBuffer:
-        """Creates the (empty) replay buffer for ``num_envs`` environments."""
-        self._replay_buffer = self._replay_buffer_ctor(
-            data_spec=self.experience_spec(), num_envs=num_envs
-        )
-        return self._replay_buffer
+        """Creates the (empty) replay buffer for ``num_envs`` environments, without
+        offline data (:meth:`set_offline_buffers` adds some)."""
+        buffer = self._replay_buffer_ctor(data_spec=self.experience_spec(), num_envs=num_envs)
+        self._replay = MixedReplay(online=buffer)
+        return buffer
+
+    @property
+    def replay(self) -> MixedReplay:
+        """The online buffer and offline data (after :meth:`build_replay_buffer`)."""
+        if self._replay is None:
+            raise RuntimeError("build_replay_buffer() has not been called")
+        return self._replay
 
     @property
     def replay_buffer(self) -> ReplayBuffer:
         """The online replay buffer (after :meth:`build_replay_buffer`)."""
-        if self._replay_buffer is None:
-            raise RuntimeError("build_replay_buffer() has not been called")
-        return self._replay_buffer
+        return self.replay.online
 
     def set_offline_buffers(self, buffers: Sequence[ReplayBuffer], fraction: float) -> None:
         """Mixes ``fraction`` of every mini-batch from ``buffers`` (sampled in proportion
-        to their sizes) into training; ``fraction=1`` trains on them alone."""
+        to their sizes) into training; ``fraction=1`` trains on them alone.
+
+        Raises:
+            ValueError: no buffers, or ``fraction`` not in (0, 1].
+        """
         if not 0.0 < fraction <= 1.0:
             raise ValueError(f"offline fraction must be in (0, 1], got {fraction}")
         if not buffers:
             raise ValueError("set_offline_buffers needs at least one buffer")
-        self._offline_buffers = list(buffers)
-        self.offline_fraction = fraction
+        self._replay = MixedReplay(
+            online=self.replay_buffer, offline=buffers, offline_fraction=fraction
+        )
 
     def observe_for_replay(self, exp: Experience) -> None:
         """Adds a ``[T, B]`` trajectory of new (raw) steps to the replay buffer and
         updates the data transformers' ``"rollout"`` statistics from it."""
-        buffer = self.replay_buffer
+        self.replay.add(exp)
         exp = exp._replace(batch_info=())
-        for t in range(exp.step_type.shape[0]):
-            row = nest.map_structure(lambda x, t=t: x[t], exp)
-            buffer.add_batch(row, row.env_id)
         transformer = self.data_transformer
         if transformer.has_update_mode("rollout"):
             # Statistics from the new steps; the transformed batch itself is not needed.
@@ -275,44 +278,11 @@ class OffPolicyAlgorithm(RLAlgorithm):
                 self._to_training_device(transformer.pad_history(exp)), update="rollout"
             )
 
-    def _sample_offline(self, n: int) -> Experience:
-        sizes = torch.tensor([float(b.total_size) for b in self._offline_buffers])
-        if len(sizes) == 1:
-            counts = [n]
-        else:
-            counts = torch.bincount(
-                torch.multinomial(sizes, n, replacement=True), minlength=len(sizes)
-            ).tolist()
-        parts = [
-            b.get_batch(c, self.sample_length)[0]
-            for b, c in zip(self._offline_buffers, counts, strict=True)
-            if c > 0
-        ]
-        return parts[0] if len(parts) == 1 else _cat(parts, dim=1)
-
     def sample_batch(self) -> tuple[Experience, int]:
         """A ``[mini_batch_length, mini_batch_size]`` batch with ``batch_info``, on
         :attr:`device` and passed through the data transformers, and the number of its
         leading sequences that came from the online buffer."""
-        size = self.mini_batch_size
-        num_offline = round(self.offline_fraction * size) if self._offline_buffers else 0
-        num_online = size - num_offline
-        parts, infos = [], []
-        if num_online:
-            batch, info = self.replay_buffer.get_batch(num_online, self.sample_length)
-            parts.append(batch)
-            infos.append(info)
-        if num_offline:
-            parts.append(self._sample_offline(num_offline))
-            infos.append(
-                BatchInfo(
-                    env_ids=torch.full((num_offline,), -1, dtype=torch.int64),
-                    positions=torch.full((num_offline,), -1, dtype=torch.int64),
-                    importance_weights=torch.ones(num_offline),
-                )
-            )
-        batch = parts[0] if len(parts) == 1 else _cat(parts, dim=1)
-        info = infos[0] if len(infos) == 1 else _cat(infos, dim=0)
+        batch, info, num_online = self.replay.sample(self.mini_batch_size, self.sample_length)
         batch, info = self._to_training_device((batch, info))
         batch = self.data_transformer.transform_experience(batch, update="replay")
         return batch._replace(batch_info=info), num_online
@@ -362,17 +332,13 @@ class OffPolicyAlgorithm(RLAlgorithm):
 
     def can_train(self) -> bool:
         """Whether a mini-batch can be sampled (enough steps stored)."""
-        if self.offline_fraction >= 1.0:
-            return True
-        buffer = self.replay_buffer
-        return int(buffer.num_steps().max()) >= self.sample_length
+        return self.replay.can_sample(self.sample_length)
 
     # -------------------------------------------------------------- training
     def train_from_replay(self) -> dict[str, float]:
         """Runs ``num_updates_per_train_iter`` updates on sampled mini-batches."""
         stats: list[dict[str, Any]] = []
         num_skipped = 0
-        prioritized = self._replay_buffer is not None and self._replay_buffer.prioritized
         for _ in range(self.num_updates_per_train_iter):
             exp, num_online = self.sample_batch()
             loss_info, update = self.update_on(exp)
@@ -380,21 +346,11 @@ class OffPolicyAlgorithm(RLAlgorithm):
             if was_skipped(update):
                 num_skipped += 1
                 continue
-            if prioritized and num_online and isinstance(loss_info.priority, torch.Tensor):
-                info = exp.batch_info
-                self.replay_buffer.update_priority(
-                    info.env_ids[:num_online].cpu(),
-                    info.positions[:num_online].cpu(),
-                    loss_info.priority[:num_online].detach().cpu(),
-                )
+            if isinstance(loss_info.priority, torch.Tensor):
+                self.replay.update_priority(exp.batch_info, loss_info.priority, num_online)
             stats.append({"loss": loss_info.loss.detach(), **loss_info.extra, **update})
         self.after_train_iter()
         return summarize_updates(stats, num_skipped)
-
-    def train_from_unroll(self, exp: Experience) -> dict[str, float]:
-        """Stores the ``[T, B]`` new steps ``exp`` and trains if enough are stored."""
-        self.observe_for_replay(exp)
-        return self.train_from_replay() if self.can_train() else {}
 
 
 def valid_transitions(exp: Experience) -> torch.Tensor:
