@@ -152,7 +152,7 @@ class Run:
 
             env, algorithm = self._rebuild()
             env.close()
-            self._policy = Policy(algorithm=algorithm)
+            self._policy = Policy(algorithm=algorithm.eval())
         return self._policy
 
     def evaluate(
@@ -165,13 +165,14 @@ class Run:
             :class:`alf.trainers.evaluator.EvalResult`: ``returns`` and ``lengths`` per
             episode, ``average_return``.
         """
+        from alf.algorithms.policy import Policy
         from alf.trainers.evaluator import Evaluator
 
         env, algorithm = self._rebuild(seed=seed)
         try:
             evaluator = Evaluator(
                 env=env,
-                algorithm=algorithm,
+                policy=Policy(algorithm=algorithm),
                 num_episodes=num_episodes,
                 max_episode_steps=max_episode_steps,
                 cap_setting="max_episode_steps",

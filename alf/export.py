@@ -1,7 +1,7 @@
 """Export of a trained policy to ONNX or TorchScript (``python -m alf.bin.export``).
 
 The exported model is :class:`GreedyPolicy`: one step of the greedy policy that
-evaluation and ``alf.bin.play`` act with (:func:`alf.trainers.evaluator.greedy_step`,
+evaluation and ``alf.bin.play`` act with (:meth:`alf.algorithms.policy.Policy.greedy_step`,
 traced), from *raw* environment observations: the run's data transformers (observation
 normalisers with their checkpointed statistics, image scaling, frame stacking) are part
 of it. Recurrent state, an LSTM's or a frame stacker's, is an explicit input and output:
@@ -43,9 +43,9 @@ import torch
 import torch.nn as nn
 
 from alf import nest
+from alf.algorithms.policy import Policy, PolicyState
 from alf.data_structures import StepType, TimeStep
 from alf.errors import UserError, install_hint
-from alf.trainers.evaluator import greedy_step
 
 __all__ = [
     "FORMATS",
@@ -168,8 +168,8 @@ class GreedyPolicy(nn.Module):
     tensors (traceable): ``forward(step_type, *observation, *policy_state,
     *transform_state) -> (*action, *next_policy_state, *next_transform_state)``.
 
-    It runs :func:`alf.trainers.evaluator.greedy_step`, the step evaluation and ``play``
-    take: state reset at FIRST, data transformers, ``predict_step``.
+    It runs :meth:`alf.algorithms.policy.Policy.greedy_step`, the step evaluation and
+    ``play`` take: state reset at FIRST, data transformers, ``predict_step``.
 
     Args:
         algorithm: the trained algorithm (its data transformers included); put in eval
@@ -179,6 +179,7 @@ class GreedyPolicy(nn.Module):
     def __init__(self, *, algorithm: Any) -> None:
         super().__init__()
         self.algorithm = algorithm.eval()
+        self.policy = Policy(algorithm=self.algorithm)
         transformer = algorithm.data_transformer
         self._observation_spec = transformer.observation_spec
         self._policy_state_spec = algorithm.predict_state_spec
@@ -242,8 +243,8 @@ class GreedyPolicy(nn.Module):
             ),
             env_id=torch.zeros_like(step_type, dtype=torch.int64),
         )
-        action, state, transform_state = greedy_step(
-            self.algorithm, time_step, state, transform_state
+        action, (state, transform_state) = self.policy.greedy_step(
+            time_step, PolicyState(algorithm=state, transform=transform_state)
         )
         return (*nest.flatten(action), *nest.flatten(state), *nest.flatten(transform_state))
 

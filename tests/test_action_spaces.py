@@ -16,6 +16,7 @@ import torch
 from alf import nest
 from alf.algorithms import ActorCriticAlgorithm, AppoAlgorithm, DqnAlgorithm, PPOAlgorithm
 from alf.algorithms.off_policy_algorithm import n_step_target
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import LearningSetup
 from alf.algorithms.sac import SacAlgorithm
 from alf.algorithms.td3 import Td3Algorithm
@@ -275,11 +276,11 @@ def _collect(env_name: str, algorithm_cls, iterations: int = 2, **env_kwargs) ->
             value_network_ctor=SMALL_VALUE,
             **kwargs,
         )
-        unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=16)
+        unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=16)
         for _ in range(iterations):
             stats = algorithm.learn(unroller.collect())
             assert all(torch.isfinite(torch.as_tensor(v)).all() for v in stats.values()), stats
-        time_step = env.step(unroller._policy_step.output)
+        time_step = env.step(unroller._action)
         for _ in range(10):  # greedy actions reach the environment too
             time_step = env.step(algorithm.predict_step(time_step, ()).output)
     finally:
@@ -332,7 +333,7 @@ def test_dqn_with_start_and_mask_never_takes_masked_actions_and_maximises_valid_
         # Random warm-up steps, then epsilon-random and greedy steps: the strict
         # environment raises on any masked action.
         unroller = SyncUnroller(
-            env=env, algorithm=algorithm, unroll_length=8, initial_collect_steps=64
+            env=env, policy=Policy(algorithm=algorithm), unroll_length=8, initial_collect_steps=64
         )
         for _ in range(6):
             algorithm.learn(unroller.collect())
@@ -380,7 +381,7 @@ def test_discrete_sac_with_start_and_mask_never_takes_masked_actions():
         )
         algorithm.prepare_learning(LearningSetup(num_envs=4, unroll_length=8))
         unroller = SyncUnroller(
-            env=env, algorithm=algorithm, unroll_length=8, initial_collect_steps=32
+            env=env, policy=Policy(algorithm=algorithm), unroll_length=8, initial_collect_steps=32
         )
         for _ in range(4):
             stats = algorithm.learn(unroller.collect())
@@ -426,7 +427,7 @@ def test_replay_buffer_stores_and_restores_nested_actions(env_name):
         )
         spec = algorithm.experience_spec()
         buffer = ReplayBuffer(data_spec=spec, num_envs=2, max_length=64, enable_checkpoint=True)
-        exp = SyncUnroller(env=env, algorithm=algorithm, unroll_length=20).collect()
+        exp = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=20).collect()
     finally:
         env.close()
     steps = exp.experience()

@@ -10,6 +10,7 @@ import torch
 from alf import nest
 from alf.algorithms import ActorCriticAlgorithm, PPOAlgorithm
 from alf.algorithms.actor_critic import ActorCriticState
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import reset_state_on_first
 from alf.data_structures import Experience, StepType, TimeStep
 from alf.networks import ActorDistributionNetwork, ValueNetwork
@@ -181,7 +182,7 @@ def test_ppo_trains_on_unrolled_sequences(use_rollout_state):
 
     algorithm = _make(clip=1e-6, num_epochs=1, use_rollout_state=use_rollout_state)
     unroller = SyncUnroller(
-        env=_RandomEnv(3, episode_length=6), algorithm=algorithm, unroll_length=5
+        env=_RandomEnv(3, episode_length=6), policy=Policy(algorithm=algorithm), unroll_length=5
     )
     # No update in between: the overlapping row 0 of the second unroll was computed with
     # the same parameters as the rest.

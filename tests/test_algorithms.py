@@ -9,6 +9,7 @@ import torch
 from alf import nest
 from alf.algorithms import ActorCriticAlgorithm, PPOAlgorithm
 from alf.algorithms.actor_critic import ActorCriticRolloutInfo, ActorCriticTrainInfo
+from alf.algorithms.policy import Policy
 from alf.data_structures import AlgStep, LossInfo, StepType, TimeStep
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import BoundedTensorSpec
@@ -94,7 +95,7 @@ def _make(cls=PPOAlgorithm, action_spec=DISCRETE, **kwargs):
 
 def _experience(algorithm, unroll_length=5, batch_size=3):
     unroller = SyncUnroller(
-        env=_RandomEnv(batch_size), algorithm=algorithm, unroll_length=unroll_length
+        env=_RandomEnv(batch_size), policy=Policy(algorithm=algorithm), unroll_length=unroll_length
     )
     return unroller.unroll()
 
@@ -335,7 +336,7 @@ def test_num_epochs_must_be_positive():
 def test_train_from_unroll_with_no_valid_step_does_not_crash():
     algorithm = _make(ActorCriticAlgorithm)
     unroller = SyncUnroller(
-        env=_RandomEnv(3, episode_length=1), algorithm=algorithm, unroll_length=1
+        env=_RandomEnv(3, episode_length=1), policy=Policy(algorithm=algorithm), unroll_length=1
     )
     first = unroller.unroll()  # rows FIRST, LAST
     assert algorithm.train_from_unroll(first)["skipped"] == 0.0

@@ -15,6 +15,7 @@ from alf import config as alf_config
 from alf import nest
 from alf.algorithms import ActorCriticAlgorithm, AppoAlgorithm, PPOAlgorithm
 from alf.algorithms.actor_critic import ActorCriticRolloutInfo, ActorCriticTrainInfo
+from alf.algorithms.policy import Policy
 from alf.config import EXAMPLES_DIR
 from alf.data_structures import Experience, StepType
 from alf.environments import create_environment
@@ -44,7 +45,7 @@ def _env(name: str = "CartPole-v1", num_envs: int = 4, max_episode_steps: int = 
 
 
 def _unroll(env, algorithm, length: int = 40) -> Experience:
-    return SyncUnroller(env=env, algorithm=algorithm, unroll_length=length).unroll()
+    return SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=length).unroll()
 
 
 def _current_log_prob(algorithm: AppoAlgorithm, exp: Experience) -> torch.Tensor:
@@ -246,7 +247,7 @@ def test_clip_follows_set_progress(cart_pole):
 
 def test_train_from_unroll_updates_parameters_with_finite_stats(cart_pole):
     algorithm = _make(cart_pole, num_epochs=2, mini_batch_size=32, learning_rate=1e-2)
-    unroller = SyncUnroller(env=cart_pole, algorithm=algorithm, unroll_length=16)
+    unroller = SyncUnroller(env=cart_pole, policy=Policy(algorithm=algorithm), unroll_length=16)
     before = [p.detach().clone() for p in algorithm.parameters()]
     stats = algorithm.train_from_unroll(unroller.unroll())
     expected = {

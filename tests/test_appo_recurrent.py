@@ -14,6 +14,7 @@ from helpers_learning import EXAMPLES, TIMEOUT_S, check_reached
 from alf import nest
 from alf.algorithms import AppoAlgorithm
 from alf.algorithms.actor_critic import ActorCriticState
+from alf.algorithms.policy import Policy
 from alf.data_structures import StepType
 from alf.environments import create_environment
 from alf.networks import ActorDistributionNetwork, ValueNetwork
@@ -56,7 +57,7 @@ def test_preprocessing_from_stored_states_reproduces_the_behaviour_policy(cart_p
     algorithm = _make(cart_pole, fused_sequences=fused)
     assert algorithm.rollout_state_spec == algorithm.train_state_spec
     assert isinstance(algorithm.rollout_state_spec, ActorCriticState)
-    unroller = SyncUnroller(env=cart_pole, algorithm=algorithm, unroll_length=20)
+    unroller = SyncUnroller(env=cart_pole, policy=Policy(algorithm=algorithm), unroll_length=20)
     unroller.unroll()
     exp = unroller.unroll()  # its row 0 continues the episodes of the first unroll
     assert _continuing_rows(exp).any()
@@ -79,7 +80,7 @@ def test_preprocessing_from_stored_states_reproduces_the_behaviour_policy(cart_p
 
 def test_sequences_shorter_than_the_unroll_train_from_their_stored_states(cart_pole):
     algorithm = _make(cart_pole, num_epochs=2, mini_batch_size=40, mini_batch_length=5)
-    exp = SyncUnroller(env=cart_pole, algorithm=algorithm, unroll_length=20).unroll()
+    exp = SyncUnroller(env=cart_pole, policy=Policy(algorithm=algorithm), unroll_length=20).unroll()
     before = [p.detach().clone() for p in algorithm.parameters()]
     stats = algorithm.train_from_unroll(exp)
     assert stats["skipped"] == 0.0 and float(stats["mean_rho"]) > 0
@@ -95,7 +96,7 @@ def test_async_fragments_carry_the_actors_recurrent_states(cart_pole):
     algorithm = _make(cart_pole)
     unroller = AsyncUnroller(
         env_factory=lambda **kw: create_environment("CartPole-v1", **kw),
-        algorithm=algorithm,
+        policy=Policy(algorithm=algorithm),
         algorithm_factory=make_appo,
         num_envs=4,
         unroll_length=6,

@@ -12,6 +12,7 @@ from helpers_async import leaked_shm_entries, shm_entries
 from helpers_off_policy import PPO_CONF, _trainer
 
 from alf import nest
+from alf.algorithms.policy import Policy
 from alf.algorithms.ppo import PPOAlgorithm
 from alf.data_structures import StepType
 from alf.environments import create_environment
@@ -38,7 +39,7 @@ def algorithm():
 def make_unroller(algorithm, *, num_actors: int = ACTORS, **kwargs) -> AsyncUnroller:
     return AsyncUnroller(
         env_factory=lambda **kw: create_environment("CartPole-v1", **kw),
-        algorithm=algorithm,
+        policy=Policy(algorithm=algorithm),
         algorithm_factory=make_ppo,
         num_envs=ENVS,
         unroll_length=UNROLL,
@@ -65,9 +66,7 @@ def test_fragment_pool_round_trip():
 def test_shared_parameters_publish_and_load(algorithm):
     shared = SharedParameters(module=algorithm, lock=threading.Lock())
     assert shared.version == 0
-    copy = make_ppo(
-        observation_spec=algorithm.observation_spec, action_spec=algorithm.action_spec
-    )
+    copy = make_ppo(observation_spec=algorithm.observation_spec, action_spec=algorithm.action_spec)
     with torch.no_grad():
         for p in algorithm.parameters():
             p.add_(1.0)
@@ -175,7 +174,7 @@ def test_actions_clipped_by_the_actors_environments_are_counted():
         algorithm.actor_network.mean.bias.fill_(100.0)  # every action far above the bound 2
     unroller = AsyncUnroller(
         env_factory=lambda **kw: create_environment("Pendulum-v1", **kw),
-        algorithm=algorithm,
+        policy=Policy(algorithm=algorithm),
         algorithm_factory=make_ppo,
         num_envs=2,
         unroll_length=UNROLL,

@@ -9,6 +9,7 @@ import torch
 
 from alf import nest
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, Experience, StepType, TimeStep
 from alf.data_transformers import (
@@ -157,7 +158,7 @@ def test_frame_stacker_policy_input_matches_a_direct_stack_at_episode_boundaries
     env = create_environment("CartPole-v1", 3, seed=0, max_episode_steps=5)
     algorithm = with_transformers(ObservationEcho, env, [FrameStacker])
     assert algorithm.observation_spec.shape == (16,)
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=6)
+    unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=6)
     history = [([], []) for _ in range(3)]
     try:
         for call in range(3):
@@ -182,7 +183,7 @@ def test_frame_stacker_policy_input_matches_a_direct_stack_at_episode_boundaries
 def test_frame_stacker_on_trajectories_reproduces_what_the_policy_saw():
     env = create_environment("CartPole-v1", 2, seed=1, max_episode_steps=7)
     algorithm = with_transformers(ObservationEcho, env, [FrameStacker])
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=5)
+    unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=5)
     try:
         for _ in range(4):
             exp = unroller.unroll()
@@ -206,7 +207,7 @@ def test_replayed_frames_are_stacked_once_from_single_frames_in_the_buffer():
     buffer = algorithm.build_replay_buffer(num_envs=2)
     assert buffer.data_spec.observation.shape == (4,)  # single frames are stored
     assert algorithm.sample_length == 3 + 3
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=4)
+    unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=4)
     try:
         while not algorithm.can_train():
             algorithm.observe_for_replay(unroller.new_rows(unroller.unroll()))
@@ -344,9 +345,7 @@ def test_return_based_reward_normalizer_uses_discounted_returns_across_overlappi
     # Unrolls of 4 steps overlap by a row: rows 0-4 then 4-8 (the second batch's
     # columns are in the other order: statistics follow env_id, not the column).
     first_batch = _reward_batch(rewards[:5].tolist(), firsts[:5].tolist(), [0, 1])
-    second_batch = _reward_batch(
-        rewards[4:, ::-1].tolist(), firsts[4:, ::-1].tolist(), [1, 0]
-    )
+    second_batch = _reward_batch(rewards[4:, ::-1].tolist(), firsts[4:, ::-1].tolist(), [1, 0])
     normalizer.update_statistics(first_batch)
     normalizer.update_statistics(second_batch)
     assert normalizer.stats.count.item() == len(expected)

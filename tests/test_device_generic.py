@@ -44,6 +44,7 @@ from alf.algorithms import (
     Td3Algorithm,
 )
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import StepType, TimeStep
 from alf.data_transformers import (
@@ -303,7 +304,7 @@ def _build(setup: dict[str, Any]) -> tuple[RLAlgorithm, _Env]:
 def _train(algorithm: RLAlgorithm, env: _Env, iterations: int = 3) -> int:
     """Collects and trains as the synchronous trainer does; returns the number of
     training iterations that updated."""
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=4)
+    unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=4)
     trained = 0
     for _ in range(iterations):
         exp = unroller.unroll()

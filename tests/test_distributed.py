@@ -18,6 +18,7 @@ from helpers_cli import free_port
 
 from alf.algorithms import PPOAlgorithm
 from alf.algorithms.algorithm import Algorithm
+from alf.algorithms.policy import Policy
 from alf.data_structures import LossInfo, StepType
 from alf.data_transformers import RunningMeanStd
 from alf.environments import create_environment
@@ -41,9 +42,7 @@ class _Regression(Algorithm):
     """A linear model trained with SGD on a squared error."""
 
     def __init__(self) -> None:
-        super().__init__(
-            optimizer_ctor=functools.partial(torch.optim.SGD), learning_rate=LR
-        )
+        super().__init__(optimizer_ctor=functools.partial(torch.optim.SGD), learning_rate=LR)
         torch.manual_seed(0)
         self.net = nn.Linear(3, 1)
 
@@ -160,7 +159,7 @@ def _ppo_and_trajectory(*, recurrent: bool, only_last_steps: bool) -> tuple:
         mini_batch_size=8,
         mini_batch_length=2 if recurrent else None,
     )
-    exp = SyncUnroller(env=env, algorithm=ppo, unroll_length=4).unroll()
+    exp = SyncUnroller(env=env, policy=Policy(algorithm=ppo), unroll_length=4).unroll()
     env.close()
     if only_last_steps:
         exp = exp._replace(step_type=torch.full_like(exp.step_type, int(StepType.LAST)))
@@ -254,9 +253,7 @@ def test_a_backward_outside_compute_loss_is_refused(rank_results):
 
 
 @pytest.mark.parametrize("recurrent", [False, True])
-def test_ranks_with_different_numbers_of_valid_steps_make_the_same_updates(
-    rank_results, recurrent
-):
+def test_ranks_with_different_numbers_of_valid_steps_make_the_same_updates(rank_results, recurrent):
     # Without the shared plan, rank 1 would make no update and rank 0 would wait for it
     # in the gradient all-reduce until the timeout.
     digest0, skipped0 = rank_results[0]["ppo"][recurrent]

@@ -10,6 +10,7 @@ import torch
 from helpers_async import leaked_shm_entries, shm_entries
 
 from alf import nest
+from alf.algorithms.policy import Policy
 from alf.algorithms.ppo import PPOAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, StepType
@@ -69,14 +70,18 @@ def test_two_groups_collect_what_one_batched_environment_collects(group_mode, re
         "CartPole-v1", 4, seed=5, vectorization_mode=reference_mode, max_episode_steps=7
     )
     expected = _unroll_three_times(
-        SyncUnroller(env=reference_env, algorithm=_algorithm(reference_env), unroll_length=UNROLL)
+        SyncUnroller(
+            env=reference_env,
+            policy=Policy(algorithm=_algorithm(reference_env)),
+            unroll_length=UNROLL,
+        )
     )
     envs = tuple(
         create_environment("CartPole-v1", 2, seed=seed, vectorization_mode=group_mode, **options)
         for seed in (5, 7)
     )
     unroller = DoubleBufferedUnroller(
-        envs=envs, algorithm=_algorithm(envs[0]), unroll_length=UNROLL
+        envs=envs, policy=Policy(algorithm=_algorithm(envs[0])), unroll_length=UNROLL
     )
     assert unroller.batch_size == 4 and unroller.steps_per_unroll == 4 * UNROLL
     actual = _unroll_three_times(unroller)
@@ -90,12 +95,15 @@ def test_two_groups_collect_what_one_batched_environment_collects(group_mode, re
 
 def test_random_steps_and_episodes_are_shared_between_the_groups():
     envs = tuple(
-        create_environment("CartPole-v1", 2, seed=seed, vectorization_mode="envpool",
-                           max_episode_steps=4)
+        create_environment(
+            "CartPole-v1", 2, seed=seed, vectorization_mode="envpool", max_episode_steps=4
+        )
         for seed in (0, 2)
     )
     algorithm = _algorithm(envs[0])
-    unroller = DoubleBufferedUnroller(envs=envs, algorithm=algorithm, unroll_length=UNROLL)
+    unroller = DoubleBufferedUnroller(
+        envs=envs, policy=Policy(algorithm=algorithm), unroll_length=UNROLL
+    )
     try:
         unroller.initial_collect_steps_left = 10  # rows 0-2 of 4 envs: ceil(10 / 4) = 3 rows
         assert [group.initial_collect_steps_left for group in unroller._groups] == [5, 5]
@@ -114,7 +122,9 @@ def test_environments_stepping_in_the_calling_thread_are_refused():
     envs = tuple(create_environment("CartPole-v1", 2, seed=s) for s in (0, 2))
     try:
         with pytest.raises(ValueError, match="step in the background.*GymnasiumEnvironment"):
-            DoubleBufferedUnroller(envs=envs, algorithm=_algorithm(envs[0]), unroll_length=2)
+            DoubleBufferedUnroller(
+                envs=envs, policy=Policy(algorithm=_algorithm(envs[0])), unroll_length=2
+            )
     finally:
         for env in envs:
             env.close()
@@ -149,11 +159,12 @@ def _make_ppo(**specs) -> PPOAlgorithm:
 def _async_unroller(mode: str, envs: int, **kwargs) -> AsyncUnroller:
     torch.manual_seed(0)
     with create_environment("CartPole-v1", 1) as env:
-        algorithm = _make_ppo(observation_spec=env.observation_spec(),
-                              action_spec=env.action_spec())
+        algorithm = _make_ppo(
+            observation_spec=env.observation_spec(), action_spec=env.action_spec()
+        )
     return AsyncUnroller(
         env_factory=lambda **kw: create_environment("CartPole-v1", vectorization_mode=mode, **kw),
-        algorithm=algorithm,
+        policy=Policy(algorithm=algorithm),
         algorithm_factory=_make_ppo,
         num_envs=envs,
         unroll_length=UNROLL,
@@ -215,9 +226,13 @@ def test_an_error_mid_unroll_leaves_no_step_in_flight():
         create_environment("CartPole-v1", 2, seed=s, vectorization_mode="envpool") for s in (0, 2)
     )
     unroller = DoubleBufferedUnroller(
-        envs=envs, algorithm=_FailingAlgorithm(
-            observation_spec=envs[0].observation_spec(), action_spec=envs[0].action_spec()
-        ), unroll_length=UNROLL
+        envs=envs,
+        policy=Policy(
+            algorithm=_FailingAlgorithm(
+                observation_spec=envs[0].observation_spec(), action_spec=envs[0].action_spec()
+            )
+        ),
+        unroll_length=UNROLL,
     )
     try:
         with pytest.raises(RuntimeError, match="policy failed"):

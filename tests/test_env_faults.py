@@ -215,7 +215,7 @@ def test_evaluation_cap_defaults_to_the_env_time_limit_else_a_bound():
     for env_name, cap in (("CartPole-v1", 500), ("FaultyEnv-v0", DEFAULT_MAX_EVAL_EPISODE_STEPS)):
         env = create_environment(env_name, 1)
         try:
-            assert Evaluator(env=env, algorithm=None, num_episodes=1).max_episode_steps == cap
+            assert Evaluator(env=env, policy=None, num_episodes=1).max_episode_steps == cap
         finally:
             env.close()
     assert DEFAULT_MAX_EVAL_EPISODE_STEPS == 100_000

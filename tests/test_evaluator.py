@@ -4,6 +4,7 @@ import pytest
 import torch
 from helpers_algorithms import small_ppo
 
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.data_structures import AlgStep, StepType, TimeStep
 from alf.environments import AlfEnvironment, create_environment
@@ -51,7 +52,9 @@ def test_untrained_ppo_on_cart_pole_plays_exactly_num_episodes(num_envs, num_epi
     env = _Recorder(create_environment("CartPole-v1", num_envs, seed=3))
     algorithm = small_ppo(env)
     try:
-        result = Evaluator(env=env, algorithm=algorithm, num_episodes=num_episodes).evaluate()
+        result = Evaluator(
+            env=env, policy=Policy(algorithm=algorithm), num_episodes=num_episodes
+        ).evaluate()
     finally:
         env.close()
     assert isinstance(result, EvalResult)
@@ -130,7 +133,7 @@ class _PredictOnly(RLAlgorithm):
 def test_short_episodes_are_not_over_represented():
     env = _FixedLengthEnv([2, 5])
     algorithm = _PredictOnly()
-    result = Evaluator(env=env, algorithm=algorithm, num_episodes=5).evaluate()
+    result = Evaluator(env=env, policy=Policy(algorithm=algorithm), num_episodes=5).evaluate()
     # Env 0 finishes 3 episodes of length 2 before env 1 finishes its second, but only
     # its quota of 3 counts: 3 x (length 2, return 2) + 2 x (length 5, return 10).
     assert sorted(result.lengths) == [2, 2, 2, 5, 5]
@@ -143,7 +146,7 @@ def test_short_episodes_are_not_over_represented():
 
 def test_evaluation_can_be_repeated():
     env = _FixedLengthEnv([3, 3, 3])
-    evaluator = Evaluator(env=env, algorithm=_PredictOnly(), num_episodes=4)
+    evaluator = Evaluator(env=env, policy=Policy(algorithm=_PredictOnly()), num_episodes=4)
     first = evaluator.evaluate()
     second = evaluator.evaluate()
     assert first.lengths == second.lengths == [3, 3, 3, 3]
@@ -154,7 +157,9 @@ def test_no_finished_episode_raises():
     algorithm = _PredictOnly()
     algorithm.eval()
     with pytest.raises(RuntimeError, match="No evaluation episode"):
-        Evaluator(env=env, algorithm=algorithm, num_episodes=1).evaluate(max_steps=10)
+        Evaluator(env=env, policy=Policy(algorithm=algorithm), num_episodes=1).evaluate(
+            max_steps=10
+        )
     assert not algorithm.training  # the mode before evaluation is restored
 
 
@@ -163,9 +168,11 @@ def test_an_episode_that_ends_at_the_cap_is_complete_not_cut():
     # cap is the environment's own time limit): each counts once, none is cut.
     env = _FixedLengthEnv([4, 4])
     result = Evaluator(
-        env=env, algorithm=_PredictOnly(), num_episodes=4, max_episode_steps=4
+        env=env, policy=Policy(algorithm=_PredictOnly()), num_episodes=4, max_episode_steps=4
     ).evaluate()
     assert result.lengths == [4, 4, 4, 4] and result.num_cut_episodes == 0
-    cut = Evaluator(env=env, algorithm=_PredictOnly(), num_episodes=2, max_episode_steps=3)
+    cut = Evaluator(
+        env=env, policy=Policy(algorithm=_PredictOnly()), num_episodes=2, max_episode_steps=3
+    )
     result = cut.evaluate()
     assert result.lengths == [3, 3] and result.num_cut_episodes == 2

@@ -22,9 +22,9 @@ from helpers_cli import (
     train_cmd,
 )
 
+from alf.algorithms.policy import Policy, PolicyState
 from alf.data_structures import StepType, TimeStep
 from alf.export import PolicySignature, export_policy, named_leaves, read_signature
-from alf.trainers.evaluator import greedy_step
 from alf.trainers.trained_run import load_trained_run
 
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -68,6 +68,15 @@ CLI_CHECKPOINT = {"mlp": None, "lstm": "copy", "cnn": "2"}
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 NUM_STEPS = 200
 FORCED_FIRST_EVERY = 97  # a step made FIRST (both sides): state resets mid-stream too
+
+
+def greedy_step(algorithm, time_step, state, transform_state):
+    """One greedy step of ``algorithm``'s policy (what ``play`` and evaluation act with):
+    ``(action, state, transform_state)``."""
+    action, (state, transform_state) = Policy(algorithm=algorithm).greedy_step(
+        time_step, PolicyState(algorithm=state, transform=transform_state)
+    )
+    return action, state, transform_state
 
 
 def _have_atari() -> bool:

@@ -14,6 +14,7 @@ import torch
 from helpers_algorithms import mid_time_step
 
 from alf import nest
+from alf.algorithms.policy import Policy
 from alf.algorithms.ppo import PPOAlgorithm
 from alf.data_structures import TimeStep
 from alf.networks import ActorDistributionNetwork, ValueNetwork
@@ -236,7 +237,7 @@ def test_sync_unroller_collects_in_a_session():
                 action_spec=env.action_spec(),
                 fused_rollout=flag,
             )
-            unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=4)
+            unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=4)
             in_session = []
             unroller.on_step = lambda a=algorithm, seen=in_session: seen.append(
                 a.fused_rollout and a._fused.applies()

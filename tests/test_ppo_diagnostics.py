@@ -18,6 +18,7 @@ from alf.algorithms.clipped_surrogate import (
     approx_kl,
     explained_variance,
 )
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import LearningSetup
 from alf.data_structures import StepType, TimeStep
 from alf.networks import ActorDistributionNetwork, ValueNetwork
@@ -86,7 +87,9 @@ def _ppo(cls: type = PPOAlgorithm, **kwargs: object) -> PPOAlgorithm:
 
 def _trajectory(algorithm: PPOAlgorithm, unroll_length: int = 16):
     torch.manual_seed(1)
-    return SyncUnroller(env=_Env(), algorithm=algorithm, unroll_length=unroll_length).unroll()
+    return SyncUnroller(
+        env=_Env(), policy=Policy(algorithm=algorithm), unroll_length=unroll_length
+    ).unroll()
 
 
 def _params(algorithm: PPOAlgorithm) -> list[torch.Tensor]:

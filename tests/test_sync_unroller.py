@@ -5,18 +5,18 @@ import torch
 from helpers_algorithms import small_ppo
 
 from alf import nest
-from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.algorithms.policy import Policy
+from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
 from alf.data_structures import AlgStep, Experience, StepType
 from alf.environments import create_environment
 from alf.tensor_specs import TensorSpec
 from alf.unrollers import SyncUnroller
-from alf.unrollers.sync_unroller import reset_state_on_first
 
 
 @pytest.fixture
 def unroller():
     env = create_environment("CartPole-v1", 3, seed=0, max_episode_steps=6)
-    unroller = SyncUnroller(env=env, algorithm=small_ppo(env), unroll_length=4)
+    unroller = SyncUnroller(env=env, policy=Policy(algorithm=small_ppo(env)), unroll_length=4)
     yield unroller
     unroller.close()
 
@@ -73,7 +73,7 @@ def test_unroll_length_must_be_positive():
     env = create_environment("CartPole-v1", 1, seed=0)
     try:
         with pytest.raises(ValueError):
-            SyncUnroller(env=env, algorithm=small_ppo(env), unroll_length=0)
+            SyncUnroller(env=env, policy=Policy(algorithm=small_ppo(env)), unroll_length=0)
     finally:
         env.close()
 
@@ -103,7 +103,7 @@ def test_recurrent_state_is_reset_on_first():
     algorithm = _CountingAlgorithm(
         observation_spec=env.observation_spec(), action_spec=env.action_spec()
     )
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=9)
+    unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=9)
     try:
         exp = unroller.unroll()
     finally:
@@ -123,7 +123,7 @@ def _envpool_unroller(num_envs: int = 4, max_episode_steps: int = 5) -> SyncUnro
         max_episode_steps=max_episode_steps,
         env_kwargs={"num_threads": 1},
     )
-    return SyncUnroller(env=env, algorithm=small_ppo(env), unroll_length=6)
+    return SyncUnroller(env=env, policy=Policy(algorithm=small_ppo(env)), unroll_length=6)
 
 
 def test_steps_are_recorded_while_the_environments_step():
@@ -168,7 +168,7 @@ def test_deferred_recording_gives_the_same_trajectories_and_episodes():
         torch.manual_seed(1)
         rows = [unroller.unroll() for _ in range(3)]
         # The reference: the same policy and seeds, one env.step per row, recorded at once.
-        algorithm, env = reference.algorithm, reference.env
+        algorithm, env = reference.policy.algorithm, reference.env
         torch.manual_seed(1)
         with torch.no_grad(), algorithm.rollout_session():
             time_step = env.reset()

@@ -26,6 +26,7 @@ from helpers_cli import (
 )
 
 from alf import config as alf_config
+from alf.algorithms.policy import Policy
 from alf.data_structures import StepType
 from alf.environments import create_environment
 from alf.trainers import RLTrainer, TrainerConfig
@@ -106,7 +107,7 @@ def test_returns_equal_gae_lambda_one(reinforce):
     # terminated ones (discount 0 at LAST).
     env = create_environment("CartPole-v1", 4, seed=0, max_episode_steps=15)
     algorithm = make_algorithm(reinforce, env, gamma=0.9)
-    exp = SyncUnroller(env=env, algorithm=algorithm, unroll_length=60).unroll()
+    exp = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=60).unroll()
     env.close()
     last = exp.step_type == StepType.LAST
     assert bool((last & (exp.discount == 0)).any()), "no terminated episode in the unroll"
@@ -135,7 +136,7 @@ def test_one_train_from_unroll(reinforce):
     torch.manual_seed(0)
     env = create_environment("CartPole-v1", 4, seed=0)
     algorithm = make_algorithm(reinforce, env, learning_rate=1e-2)
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=8)
+    unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=8)
     before = [p.detach().clone() for p in algorithm.parameters()]
     stats = algorithm.train_from_unroll(unroller.unroll())
     for name in ("loss", "pg_loss", "value_loss", "entropy", "grad_norm"):

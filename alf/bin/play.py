@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     use_plain_log_lines()
     import gymnasium
 
+    from alf.algorithms.policy import Policy
     from alf.errors import AlfError
     from alf.trainers.evaluator import Evaluator
 
@@ -140,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         recorder = FrameRecorder(env, writer) if writer else env
         evaluator = Evaluator(
             env=recorder,
-            algorithm=algorithm,
+            policy=Policy(algorithm=algorithm),
             num_episodes=args.num_episodes,
             max_episode_steps=max_episode_steps,
             cap_setting="--max_episode_steps",

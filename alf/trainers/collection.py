@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
 from alf.environments import AlfEnvironment, create_environment
 from alf.trainers.algorithm_builder import algorithm_factory
@@ -38,12 +37,11 @@ def build_collector(
     config: TrainerConfig,
     env: AlfEnvironment | None,
     algorithm: RLAlgorithm,
-    policy: RLAlgorithm,
+    policy: Policy,
     num_envs: int,
     seed: int,
     config_text: str,
     initial_collect_steps: int,
-    device: torch.device | None,
 ) -> Collector:
     """The collector of ``config``: actor processes (``config.async_unroll``, an
     :class:`AsyncUnroller` whose actors build their own environments) or ``env`` stepped
@@ -52,13 +50,13 @@ def build_collector(
     Args:
         config: the run's settings.
         env: the environments of sync collection (None for async).
-        algorithm: the learner (async: its parameters are the first ones published).
-        policy: what collects in this process (sync; ``algorithm`` or its CPU copy).
+        algorithm: the learner.
+        policy: the policy acting in this process: it collects (sync), or its parameters
+            are the first ones published to the actors (async).
         num_envs: this rank's environments.
         seed: the seed of this rank's first environment.
         config_text: the run's gin config, which actor processes load.
         initial_collect_steps: this rank's uniformly random actions still to take.
-        device: where ``policy`` acts when it is not the CPU (sync).
 
     Raises:
         ValueError: a setting async collection cannot use.
@@ -68,9 +66,8 @@ def build_collector(
             raise ValueError("sync collection needs the environment")
         return SyncUnroller(
             env=env,
-            algorithm=policy,
+            policy=policy,
             unroll_length=max(1, int(config.unroll_length)),
-            device=device,
             initial_collect_steps=initial_collect_steps,
         )
     if config.unroll_length != int(config.unroll_length):
@@ -84,7 +81,7 @@ def build_collector(
         env_factory=functools.partial(
             create_environment, drop_nonfinite=config.drops_nonfinite_episodes
         ),
-        algorithm=algorithm,
+        policy=policy,
         algorithm_factory=algorithm_factory(config),
         num_envs=num_envs,
         unroll_length=int(config.unroll_length),

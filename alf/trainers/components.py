@@ -1,5 +1,6 @@
-"""Building what a run trains with: its device, environments, algorithm (and the CPU copy
-that acts), and evaluator, seeded as the run's config and rank say."""
+"""Building what a run trains with: its device, environments, algorithm, the policy that
+acts (the algorithm's or its CPU copy's), and evaluator, seeded as the run's config and
+rank say."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.environments import AlfEnvironment, create_environment
 from alf.trainers.algorithm_builder import algorithm_factory, build_algorithm
@@ -34,9 +36,9 @@ class RunComponents:
         num_envs: this rank's number of training environments.
         seed: the seed of this rank's first training environment.
         algorithm: the algorithm that learns (on ``device``).
-        policy: what acts in this process (collection and evaluation): ``algorithm``, or
-            its CPU copy when training on another device (unless
-            ``TrainerConfig.collect_on_device``).
+        policy: what acts in this process (collection and evaluation): a
+            :class:`~alf.algorithms.policy.Policy` of ``algorithm``, or of its CPU copy
+            when training on another device (unless ``TrainerConfig.collect_on_device``).
         eval_env: the evaluation environments (rank 0, when evaluating).
         evaluator: evaluates ``policy`` in ``eval_env``.
     """
@@ -46,16 +48,9 @@ class RunComponents:
     num_envs: int
     seed: int
     algorithm: RLAlgorithm
-    policy: RLAlgorithm
+    policy: Policy
     eval_env: AlfEnvironment | None = None
     evaluator: Evaluator | None = None
-
-    @property
-    def policy_device(self) -> torch.device | None:
-        """Where ``policy`` acts when it is not the CPU (None: the CPU)."""
-        if self.policy is self.algorithm and self.device.type != "cpu":
-            return self.device
-        return None
 
     def close(self) -> None:
         """Closes the environments (idempotent)."""
@@ -65,6 +60,49 @@ class RunComponents:
         self.env = self.eval_env = None
 
 
+def _seed_everything(config: TrainerConfig, rank: int) -> None:
+    """Seeds torch and numpy for this rank's work after the algorithm is built (rank 0
+    keeps the run's seed stream)."""
+    if rank:
+        torch.manual_seed(config.random_seed + rank * RANK_SEED_STRIDE)
+        np.random.seed((config.random_seed + rank * RANK_SEED_STRIDE) % 2**32)
+
+
+def _build_policy(
+    config: TrainerConfig, env: AlfEnvironment, algorithm: RLAlgorithm, device: torch.device
+) -> Policy:
+    """The policy acting in this process: ``algorithm`` itself on the CPU (or with
+    ``collect_on_device``), otherwise a CPU copy of it."""
+    if device.type == "cpu":
+        return Policy(algorithm=algorithm)
+    if config.collect_on_device:
+        return Policy(algorithm=algorithm, device=device)
+    copy = algorithm_factory(config)(
+        observation_spec=env.observation_spec(), action_spec=env.action_spec()
+    )
+    return Policy(algorithm=copy)
+
+
+def _build_evaluation(config: TrainerConfig, parts: RunComponents) -> None:
+    """Adds the evaluation environments and the evaluator of ``parts.policy``."""
+    try:
+        parts.eval_env = create_environment(
+            num_parallel_environments=config.num_eval_environments,
+            for_evaluation=True,
+            seed=config.random_seed + EVAL_SEED_OFFSET,
+            drop_nonfinite=config.drops_nonfinite_episodes,
+        )
+        parts.evaluator = Evaluator(
+            env=parts.eval_env,
+            policy=parts.policy,
+            num_episodes=config.num_eval_episodes,
+            max_episode_steps=config.max_eval_episode_steps,
+        )
+    except BaseException:
+        parts.close()
+        raise
+
+
 def build_components(
     config: TrainerConfig,
     *,
@@ -72,8 +110,8 @@ def build_components(
     resumed_env_steps: int | None,
     evaluate: bool,
 ) -> RunComponents:
-    """Seeds torch and numpy, then builds the run's device, environments, algorithm and
-    evaluator (see :class:`RunComponents`).
+    """Seeds torch and numpy, then builds the run's device, environments, algorithm,
+    policy and evaluator (see :class:`RunComponents`).
 
     Args:
         config: the run's settings.
@@ -105,17 +143,11 @@ def build_components(
         seed += rank * env.batch_size  # its first environment's seed
     try:
         algorithm = build_algorithm(config, env).to(device)
-        policy = algorithm
-        if device.type != "cpu" and not config.collect_on_device:
-            policy = algorithm_factory(config)(
-                observation_spec=env.observation_spec(), action_spec=env.action_spec()
-            )
+        policy = _build_policy(config, env, algorithm, device)
     except BaseException:
         env.close()
         raise
-    if rank:
-        torch.manual_seed(config.random_seed + rank * RANK_SEED_STRIDE)
-        np.random.seed((config.random_seed + rank * RANK_SEED_STRIDE) % 2**32)
+    _seed_everything(config, rank)
     parts = RunComponents(
         device=device,
         env=env,
@@ -129,25 +161,5 @@ def build_components(
         env.close()
         parts.env = None
     if evaluate:
-        try:
-            parts.eval_env = create_environment(
-                num_parallel_environments=config.num_eval_environments,
-                for_evaluation=True,
-                seed=config.random_seed + EVAL_SEED_OFFSET,
-                drop_nonfinite=config.drops_nonfinite_episodes,
-            )
-        except BaseException:
-            parts.close()
-            raise
-        try:
-            parts.evaluator = Evaluator(
-                env=parts.eval_env,
-                algorithm=policy,
-                num_episodes=config.num_eval_episodes,
-                device=parts.policy_device,
-                max_episode_steps=config.max_eval_episode_steps,
-            )
-        except BaseException:
-            parts.close()
-            raise
+        _build_evaluation(config, parts)
     return parts

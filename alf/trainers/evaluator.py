@@ -1,22 +1,19 @@
-"""``Evaluator``: runs ``predict_step`` for a fixed number of episodes."""
+"""``Evaluator``: plays a policy's greedy steps for a fixed number of episodes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
 from absl import logging
 
-from alf.algorithms.policy import greedy_step
-from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.algorithms.policy import Policy, PolicyState
 from alf.data_structures import TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.unrollers.episode_tracker import EpisodeTracker
-from alf.utils.device import to_device
 
-__all__ = ["DEFAULT_MAX_EVAL_EPISODE_STEPS", "EvalResult", "Evaluator", "greedy_step"]
+__all__ = ["DEFAULT_MAX_EVAL_EPISODE_STEPS", "EvalResult", "Evaluator"]
 
 
 DEFAULT_MAX_EVAL_EPISODE_STEPS = 100_000
@@ -51,8 +48,9 @@ class EvalResult:
 
 
 class Evaluator:
-    """Plays ``num_episodes`` full episodes with the algorithm's ``predict_step`` (on
-    time steps passed through its data transformers, whose statistics stay fixed).
+    """Plays ``num_episodes`` full episodes with the policy's greedy steps
+    (:meth:`~alf.algorithms.policy.Policy.greedy_step`: the algorithm's ``predict_step``
+    on time steps passed through its data transformers, whose statistics stay fixed).
 
     Each of the ``B`` environments plays its share of the episodes (the first
     ``num_episodes % B`` play one more), so short episodes are not over-represented.
@@ -65,10 +63,8 @@ class Evaluator:
 
     Args:
         env: the evaluation environment (separate from the training one).
-        algorithm: supplies ``predict_step``.
+        policy: the policy that acts.
         num_episodes: episodes per evaluation.
-        device: the algorithm's device when it is not the CPU (time steps are copied
-            there, actions back).
         max_episode_steps: the cap of an episode (None: the environment's own time limit,
             ``env.max_episode_steps``, if it has one, else
             :data:`DEFAULT_MAX_EVAL_EPISODE_STEPS`).
@@ -79,9 +75,8 @@ class Evaluator:
         self,
         *,
         env: AlfEnvironment,
-        algorithm: RLAlgorithm,
+        policy: Policy,
         num_episodes: int,
-        device: torch.device | None = None,
         max_episode_steps: int | None = None,
         cap_setting: str = "TrainerConfig.max_eval_episode_steps",
     ) -> None:
@@ -90,9 +85,8 @@ class Evaluator:
         if max_episode_steps is not None and max_episode_steps < 1:
             raise ValueError(f"{cap_setting} must be >= 1 or None, got {max_episode_steps}")
         self.env = env
-        self.algorithm = algorithm
+        self.policy = policy
         self.num_episodes = num_episodes
-        self.device = device
         own_limit = getattr(env, "max_episode_steps", None)
         self.max_episode_steps = max_episode_steps or own_limit or DEFAULT_MAX_EVAL_EPISODE_STEPS
         self.cap_setting = cap_setting
@@ -101,12 +95,8 @@ class Evaluator:
     def evaluate(self, max_steps: int = 10_000_000) -> EvalResult:
         """Plays the episodes and returns their returns and lengths (at most
         ``max_steps`` batched steps in all)."""
-        was_training = self.algorithm.training
-        self.algorithm.eval()
-        try:
+        with self.policy.evaluating():
             result = self._play(max_steps)
-        finally:
-            self.algorithm.train(was_training)
         if not result.returns:
             raise RuntimeError(f"No evaluation episode finished within {max_steps} steps")
         if result.num_cut_episodes:
@@ -120,15 +110,10 @@ class Evaluator:
             )
         return result
 
-    def _restart(self) -> tuple[TimeStep, Any, Any]:
-        """Resets the batch: its first time step, policy state and transformers' state."""
-        batch = self.env.batch_size
+    def _restart(self) -> tuple[TimeStep, PolicyState]:
+        """Resets the batch: its first time step and the policy's state."""
         time_step = self.env.reset()
-        state = self.algorithm.zero_state(self.algorithm.predict_state_spec, batch)
-        transform_state = self.algorithm.data_transformer.initial_state(batch)
-        if self.device is not None:  # (the state is already there: zero_state)
-            transform_state = to_device(transform_state, self.device)
-        return time_step, state, transform_state
+        return time_step, self.policy.initial_state(self.env.batch_size, greedy=True)
 
     def _play(self, max_steps: int) -> EvalResult:
         batch, cap = self.env.batch_size, self.max_episode_steps
@@ -139,8 +124,7 @@ class Evaluator:
         waiting = np.zeros(batch, dtype=bool)  # cut, waiting for the batch's reset
         result = EvalResult(returns=[], lengths=[], max_episode_steps=cap)
         tracker = EpisodeTracker(batch_size=batch)
-        device = self.device
-        time_step, state, transform_state = self._restart()
+        time_step, state = self._restart()
         for _ in range(max_steps):
             tracker.update(time_step)
             completed = zip(
@@ -168,12 +152,8 @@ class Evaluator:
                 break
             if waiting.any() and not (~waiting & (done < quota)).any():
                 waiting[:] = False
-                time_step, state, transform_state = self._restart()
+                time_step, state = self._restart()
                 continue
-            policy_input = time_step if device is None else to_device(time_step, device)
-            action, state, transform_state = greedy_step(
-                self.algorithm, policy_input, state, transform_state
-            )
-            action = action if device is None else to_device(action, "cpu")
+            action, state = self.policy.greedy_step(time_step, state)
             time_step = self.env.step(action)
         return result

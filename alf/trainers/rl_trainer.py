@@ -145,9 +145,9 @@ class RLTrainer:
         )
         self.device, self.algorithm = parts.device, parts.algorithm
         self.env, self.eval_env, self.evaluator = parts.env, parts.eval_env, parts.evaluator
-        self.rollout_algorithm = parts.policy
-        """What acts in this process (collection and evaluation): the algorithm, or its
-        CPU copy when training on another device."""
+        self.policy = parts.policy
+        """What acts in this process (collection and evaluation): a policy of the
+        algorithm, or of its CPU copy when training on another device."""
         num_envs = parts.num_envs
         self.algorithm.prepare_learning(
             learning_setup(config, num_envs=num_envs, ranks=self._ranks)
@@ -165,20 +165,19 @@ class RLTrainer:
             mixed_precision=config.mixed_precision,
             compile=config.compile,
         )
-        self._refresh_rollout_algorithm()
+        self.policy.load_parameters(self.algorithm)
         # Built last: async actors get the restored parameters and step counts.
         self.unroller = build_collector(
             config=config,
             env=self.env,
             algorithm=self.algorithm,
-            policy=self.rollout_algorithm,
+            policy=self.policy,
             num_envs=num_envs,
             seed=parts.seed,
             config_text=alf_config.config_str(),
             initial_collect_steps=self._ranks.share(
                 max(0, config.initial_collect_steps - self.env_steps)
             ),
-            device=parts.policy_device,
         )
         self._watchdog = start_env_watchdog(self)
         if self.is_main:
@@ -188,9 +187,10 @@ class RLTrainer:
         """Whether the resumed run had already used its budget: then nothing is built
         and the run's files stay as they are, byte for byte (:attr:`finished_before`)."""
         config = self.config
-        if resume is None or config.progress(
-            iteration=resume.iteration, env_steps=resume.env_steps
-        ) < 1.0:
+        if (
+            resume is None
+            or config.progress(iteration=resume.iteration, env_steps=resume.env_steps) < 1.0
+        ):
             return False
         if not config.allow_config_change:
             check_resumed_config(resume, self.root_dir)
@@ -208,7 +208,7 @@ class RLTrainer:
         if config.video_interval:
             self._videos = TrainingVideos(
                 root_dir=root_dir,
-                algorithm=self.rollout_algorithm,
+                policy=self.policy,
                 interval=config.video_interval,
                 seed=config.random_seed,
                 max_episode_steps=config.max_eval_episode_steps,
@@ -231,11 +231,6 @@ class RLTrainer:
         """Summaries' x-axis: env steps (iterations if training on offline data alone)."""
         return self.iteration if self.offline_only else self.env_steps
 
-    def _refresh_rollout_algorithm(self) -> None:
-        """Copies the trained parameters and statistics into the CPU collection copy."""
-        if self.rollout_algorithm is not self.algorithm:
-            self.rollout_algorithm.load_state_dict(self.algorithm.state_dict())
-
     @property
     def offline_only(self) -> bool:
         """Whether training uses offline data alone (no environment steps)."""
@@ -254,9 +249,9 @@ class RLTrainer:
                 raise
             stats = self.algorithm.learn(trajectory)
         finally:
-            # The CPU copy collects (sync) and evaluates (both).
-            self._refresh_rollout_algorithm()
-        self.unroller.publish(self.rollout_algorithm)
+            # The policy collects (sync) and evaluates (both).
+            self.policy.load_parameters(self.algorithm)
+        self.unroller.publish(self.policy)
         return stats, trajectory.env_steps
 
     # ----------------------------------------------------------------- state
@@ -412,8 +407,8 @@ class RLTrainer:
         self._agree_on_stop()
         while not self._finished() and not self._stopping:
             self.algorithm.set_progress(self.progress())
-            if self.rollout_algorithm is not self.algorithm:
-                self.rollout_algorithm.set_progress(self.progress())
+            if self.policy.algorithm is not self.algorithm:
+                self.policy.set_progress(self.progress())
             self.algorithm.record_statistics = (self.iteration + 1) % config.summary_interval == 0
             tick = time.perf_counter()
             stats, steps = self._train_iteration()

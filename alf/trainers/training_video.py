@@ -8,10 +8,10 @@ render on this machine), a warning says why once and the run trains on without v
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from absl import logging
 
+from alf.algorithms.policy import Policy
 from alf.environments import create_environment
 from alf.errors import install_hint
 from alf.run_dir import layout
@@ -34,7 +34,7 @@ class TrainingVideos:
 
     Args:
         root_dir: the run's directory.
-        algorithm: what acts (the run's CPU policy copy; ``predict_step``).
+        policy: the policy that acts (its greedy steps).
         interval: iterations between videos (0: none).
         seed: the run's random seed.
         max_episode_steps: the cap of the episode (as evaluation's).
@@ -44,13 +44,13 @@ class TrainingVideos:
         self,
         *,
         root_dir: str,
-        algorithm: Any,
+        policy: Policy,
         interval: int,
         seed: int,
         max_episode_steps: int | None = None,
     ) -> None:
         self.root_dir = root_dir
-        self.algorithm = algorithm
+        self.policy = policy
         self.interval = interval
         self.seed = seed
         self.max_episode_steps = max_episode_steps
@@ -79,7 +79,7 @@ class TrainingVideos:
             writer = VideoWriter(path, fps=int(fps or 30))
             evaluator = Evaluator(
                 env=FrameRecorder(env, writer),
-                algorithm=self.algorithm,
+                policy=self.policy,
                 num_episodes=1,
                 max_episode_steps=self.max_episode_steps,
             )

@@ -1,6 +1,7 @@
 """The actor process of asynchronous collection.
 
-An actor builds its environments and a CPU copy of the algorithm, then loops: take a free
+An actor builds its environments and its :class:`~alf.algorithms.policy.Policy` (acting
+with a CPU copy of the algorithm), then loops: take a free
 fragment buffer, load the newest published parameters if the version changed, unroll
 ``unroll_length`` steps with a :class:`SyncUnroller` (or, with double buffering, a
 :class:`DoubleBufferedUnroller`), write them into the buffer, and
@@ -21,6 +22,7 @@ from typing import Any
 import cloudpickle
 import torch
 
+from alf.algorithms.policy import Policy
 from alf.environments.data_check import EnvironmentDataError
 from alf.unrollers.double_buffered_unroller import DoubleBufferedUnroller
 from alf.unrollers.shared_memory import FragmentPool, SharedParameters
@@ -134,8 +136,8 @@ def _take_free_buffer(channels: ActorChannels, actor_id: int, parent: int) -> in
 def _build_collector(
     setup: ActorSetup, make_env: Any, make_algorithm: Any
 ) -> SyncUnroller | DoubleBufferedUnroller:
-    """The actor's environments, its copy of the algorithm and the collector stepping
-    them."""
+    """The actor's environments, its policy (a copy of the algorithm, in eval mode) and
+    the collector stepping them."""
     n = setup.envs_per_actor
     groups = [(n // 2, 0), (n - n // 2, n // 2)] if setup.double_buffering else [(n, 0)]
     envs = []
@@ -147,17 +149,17 @@ def _build_collector(
         algorithm = make_algorithm(
             observation_spec=envs[0].observation_spec(), action_spec=envs[0].action_spec()
         )
-        algorithm.eval()
+        policy = Policy(algorithm=algorithm.eval())
         if setup.double_buffering:
             return DoubleBufferedUnroller(
                 envs=tuple(envs),
-                algorithm=algorithm,
+                policy=policy,
                 unroll_length=setup.unroll_length,
                 initial_collect_steps=setup.initial_collect_steps_left,
             )
         return SyncUnroller(
             env=envs[0],
-            algorithm=algorithm,
+            policy=policy,
             unroll_length=setup.unroll_length,
             initial_collect_steps=setup.initial_collect_steps_left,
         )
@@ -210,7 +212,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                 break
             start = time.perf_counter()
             if channels.parameters.version != version:
-                version = channels.parameters.load_into(collector.algorithm)
+                version = channels.parameters.load_into(collector.policy.algorithm)
             (segment,) = collector.collect()
             exp = segment.exp._replace(env_id=segment.exp.env_id + setup.env_id_offset)
             channels.pool.write(buffer, exp)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import queue
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
+from alf.algorithms.policy import Policy
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.config import configurable
 from alf.data_structures import Segment, Trajectory
@@ -74,13 +76,53 @@ class _ReceivedEpisodes:
         return returns, lengths
 
 
+def _check_settings(
+    *,
+    num_envs: int,
+    num_actors: int,
+    num_buffers: int,
+    fragments_per_iteration: int,
+    max_policy_lag: int | None,
+    unroll_length: int,
+    update_period: int,
+    keep_every_fragment: bool,
+    double_buffering: bool,
+) -> None:
+    """Refuses settings of :class:`AsyncUnroller` that cannot work, naming them."""
+    if num_actors < 1 or num_envs % num_actors:
+        raise ValueError(
+            f"AsyncUnroller: num_envs={num_envs} (create_environment."
+            f"num_parallel_environments) must be a positive multiple of "
+            f"num_actors={num_actors}"
+        )
+    if keep_every_fragment and max_policy_lag is not None:
+        raise ValueError(
+            "AsyncUnroller.max_policy_lag applies to on-policy algorithms only (an "
+            "off-policy one learns from old data anyway, and a dropped fragment would "
+            "leave a gap inside an episode in its replay buffer)"
+        )
+    if double_buffering and (num_envs // num_actors) % 2:
+        raise ValueError(
+            f"AsyncUnroller.double_buffering splits each actor's environments into two "
+            f"equal groups: num_envs / num_actors = {num_envs // num_actors} must be even"
+        )
+    if not 1 <= fragments_per_iteration <= num_buffers:
+        raise ValueError(
+            f"AsyncUnroller: fragments_per_iteration={fragments_per_iteration} must be "
+            f"in [1, num_buffers={num_buffers}]"
+        )
+    if unroll_length < 1 or update_period < 1:
+        raise ValueError("AsyncUnroller: unroll_length and the update period must be >= 1")
+
+
 @configurable
 class AsyncUnroller(Collector):
     """Collects with ``num_actors`` processes while the learner trains (a
     :class:`~alf.unrollers.Collector`).
 
-    Each actor owns ``num_envs / num_actors`` environments and a CPU copy of the
-    algorithm, and fills fragment buffers ``[h + unroll_length + 1, envs_per_actor]`` of a
+    Each actor owns ``num_envs / num_actors`` environments and a
+    :class:`~alf.algorithms.policy.Policy` acting with a CPU copy of the algorithm, and
+    fills fragment buffers ``[h + unroll_length + 1, envs_per_actor]`` of a
     shared-memory :class:`FragmentPool`; only buffer indices travel through queues. The
     learner :meth:`publish` es its parameters every ``unroll_parameter_update_period``
     training iterations; actors load a new version before their next fragment and stamp
@@ -100,7 +142,8 @@ class AsyncUnroller(Collector):
     Args:
         env_factory: ``env_factory(num_parallel_environments=..., seed=...)`` builds one
             actor's environments (cloudpickled to the actors; e.g. ``create_environment``).
-        algorithm: the learner's algorithm (its parameters are published).
+        policy: the learner's policy: its parameters are the first ones published (and
+            its experience spec gives the fragments' layout).
         algorithm_factory: ``algorithm_factory(observation_spec=, action_spec=)`` builds
             an actor's copy (cloudpickled; usually ``TrainerConfig.algorithm_ctor``).
         num_envs: environments over all actors (a multiple of ``num_actors``).
@@ -132,7 +175,7 @@ class AsyncUnroller(Collector):
         self,
         *,
         env_factory: Callable[..., Any],
-        algorithm: RLAlgorithm,
+        policy: Policy,
         algorithm_factory: Callable[..., RLAlgorithm],
         num_envs: int,
         unroll_length: int,
@@ -149,31 +192,18 @@ class AsyncUnroller(Collector):
         keep_every_fragment: bool = False,
         double_buffering: bool = False,
     ) -> None:
-        if num_actors < 1 or num_envs % num_actors:
-            raise ValueError(
-                f"AsyncUnroller: num_envs={num_envs} (create_environment."
-                f"num_parallel_environments) must be a positive multiple of "
-                f"num_actors={num_actors}"
-            )
-        if keep_every_fragment and max_policy_lag is not None:
-            raise ValueError(
-                "AsyncUnroller.max_policy_lag applies to on-policy algorithms only (an "
-                "off-policy one learns from old data anyway, and a dropped fragment would "
-                "leave a gap inside an episode in its replay buffer)"
-            )
-        if double_buffering and (num_envs // num_actors) % 2:
-            raise ValueError(
-                f"AsyncUnroller.double_buffering splits each actor's environments into two "
-                f"equal groups: num_envs / num_actors = {num_envs // num_actors} must be even"
-            )
         num_buffers = num_buffers or 2 * num_actors
-        if not 1 <= fragments_per_iteration <= num_buffers:
-            raise ValueError(
-                f"AsyncUnroller: fragments_per_iteration={fragments_per_iteration} must be "
-                f"in [1, num_buffers={num_buffers}]"
-            )
-        if unroll_length < 1 or unroll_parameter_update_period < 1:
-            raise ValueError("AsyncUnroller: unroll_length and the update period must be >= 1")
+        _check_settings(
+            num_envs=num_envs,
+            num_actors=num_actors,
+            num_buffers=num_buffers,
+            fragments_per_iteration=fragments_per_iteration,
+            max_policy_lag=max_policy_lag,
+            unroll_length=unroll_length,
+            update_period=unroll_parameter_update_period,
+            keep_every_fragment=keep_every_fragment,
+            double_buffering=double_buffering,
+        )
         self.num_actors = num_actors
         self.envs_per_actor = num_envs // num_actors
         self.batch_size = num_envs
@@ -198,49 +228,61 @@ class AsyncUnroller(Collector):
         remove_stale_semaphores()
         mp.current_process()._config["semprefix"] = SEMAPHORE_PREFIX.format(pid=os.getpid())
         ctx = mp.get_context("spawn")
-        self._channels = ActorChannels(
-            pool=FragmentPool(
-                spec=algorithm.experience_spec(),
-                num_buffers=num_buffers,
-                length=algorithm.data_transformer.history_length + unroll_length + 1,
-                batch_size=self.envs_per_actor,
-            ),
-            parameters=SharedParameters(module=algorithm, lock=ctx.Lock()),
-            free_buffers=ctx.Queue(),
-            reports=ctx.Queue(),
-            stop=ctx.Event(),
-            heartbeats=torch.zeros(num_actors, dtype=torch.float64).share_memory_(),
-        )
-        self._channels.parameters.publish(algorithm)
-        for index in range(num_buffers):
-            self._channels.free_buffers.put(index)
-        torch_seeds = np.random.SeedSequence(seed).spawn(num_actors)
-        env_factory_bytes = cloudpickle.dumps(env_factory)
-        algorithm_factory_bytes = cloudpickle.dumps(algorithm_factory)
+        self._channels = self._open_channels(ctx, policy, num_buffers)
         self._started_at = time.monotonic()
         # Close the actors even if the owner forgets to (or dies by an exception).
         self._finalizer = weakref.finalize(self, _shutdown, self._channels, self._processes)
+        torch_seeds = np.random.SeedSequence(seed).spawn(num_actors)
+        setup = ActorSetup(
+            actor_id=0,
+            config_text=config_text,
+            env_factory=cloudpickle.dumps(env_factory),
+            envs_per_actor=self.envs_per_actor,
+            algorithm_factory=cloudpickle.dumps(algorithm_factory),
+            env_seed=seed,
+            torch_seed=0,
+            unroll_length=unroll_length,
+            initial_collect_steps_left=-(-initial_collect_steps // num_actors),
+            env_id_offset=0,
+            double_buffering=double_buffering,
+        )
         try:
             for actor_id in range(num_actors):
+                first_env = actor_id * self.envs_per_actor
                 self._start_actor(
                     ctx,
-                    ActorSetup(
+                    dataclasses.replace(
+                        setup,
                         actor_id=actor_id,
-                        config_text=config_text,
-                        env_factory=env_factory_bytes,
-                        envs_per_actor=self.envs_per_actor,
-                        algorithm_factory=algorithm_factory_bytes,
-                        env_seed=seed + actor_id * self.envs_per_actor,
+                        env_seed=seed + first_env,
                         torch_seed=int(torch_seeds[actor_id].generate_state(1)[0]),
-                        unroll_length=unroll_length,
-                        initial_collect_steps_left=-(-initial_collect_steps // num_actors),
-                        env_id_offset=actor_id * self.envs_per_actor,
-                        double_buffering=double_buffering,
+                        env_id_offset=first_env,
                     ),
                 )
         except BaseException:
             self.close()
             raise
+
+    def _open_channels(self, ctx: Any, policy: Policy, num_buffers: int) -> ActorChannels:
+        """The shared buffers, parameters (``policy``'s, published), queues and
+        heartbeats the actors talk through."""
+        channels = ActorChannels(
+            pool=FragmentPool(
+                spec=policy.algorithm.experience_spec(),
+                num_buffers=num_buffers,
+                length=policy.history_length + self.unroll_length + 1,
+                batch_size=self.envs_per_actor,
+            ),
+            parameters=SharedParameters(module=policy.algorithm, lock=ctx.Lock()),
+            free_buffers=ctx.Queue(),
+            reports=ctx.Queue(),
+            stop=ctx.Event(),
+            heartbeats=torch.zeros(self.num_actors, dtype=torch.float64).share_memory_(),
+        )
+        channels.parameters.publish(policy.algorithm)
+        for index in range(num_buffers):
+            channels.free_buffers.put(index)
+        return channels
 
     def _start_actor(self, ctx: Any, setup: ActorSetup) -> None:
         process = ctx.Process(
@@ -315,8 +357,8 @@ class AsyncUnroller(Collector):
             self.episodes.lengths += message.episode_lengths
             self._clipped_actions[message.actor_id] = message.clipped_actions
             self._dropped_episodes[message.actor_id] = message.dropped_episodes
-            self._stats["actor_steps_per_s"][message.actor_id] = (
-                message.env_steps / max(message.collect_s, 1e-9)
+            self._stats["actor_steps_per_s"][message.actor_id] = message.env_steps / max(
+                message.collect_s, 1e-9
             )
             lag = self.version - message.version
             if self.max_policy_lag is not None and lag > self.max_policy_lag:
@@ -332,16 +374,14 @@ class AsyncUnroller(Collector):
                 )
             )
         self._stats["wait_s"] += time.perf_counter() - start
-        return Trajectory(
-            segments=tuple(fragments), env_steps=self.env_steps_taken - steps_before
-        )
+        return Trajectory(segments=tuple(fragments), env_steps=self.env_steps_taken - steps_before)
 
-    def publish(self, policy: RLAlgorithm) -> None:
+    def publish(self, policy: Policy) -> None:
         """Counts a training iteration; every ``unroll_parameter_update_period``-th one
         publishes ``policy``'s parameters to the actors."""
         self._iterations += 1
         if self._iterations % self.update_period == 0:
-            self._channels.parameters.publish(policy)
+            self._channels.parameters.publish(policy.algorithm)
 
     def pop_stats(self) -> dict[str, float]:
         """Summaries since the last call: policy lag (min/mean/max), fragments dropped,
@@ -441,8 +481,7 @@ class AsyncUnroller(Collector):
                     if not isinstance(message, FragmentMessage):
                         self._handle_control(message)
                 raise ActorError(
-                    f"{self._describe(actor_id)} exited unexpectedly with code "
-                    f"{process.exitcode}"
+                    f"{self._describe(actor_id)} exited unexpectedly with code {process.exitcode}"
                 )
             heartbeat = float(self._channels.heartbeats[actor_id])
             if heartbeat > 0:  # written first just before the actor reports ready

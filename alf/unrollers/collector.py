@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 
-from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.algorithms.policy import Policy
 from alf.data_structures import Experience, Segment, Trajectory
 from alf.environments.alf_environment import AlfEnvironment
 from alf.unrollers.episode_tracker import EpisodeTracker
@@ -26,7 +26,7 @@ __all__ = ["Collector", "UnrollingCollector"]
 
 
 class Collector(abc.ABC):
-    """Collects trajectories of an algorithm's ``rollout_step`` in environments."""
+    """Collects trajectories of a policy's exploring steps in environments."""
 
     @abc.abstractmethod
     def collect(self, num_steps: int | None = None) -> Trajectory:
@@ -39,9 +39,10 @@ class Collector(abc.ABC):
         """
 
     @abc.abstractmethod
-    def publish(self, policy: RLAlgorithm) -> None:
-        """Makes the policy that collects act with ``policy``'s current parameters (and
-        statistics); called after every training iteration."""
+    def publish(self, policy: Policy) -> None:
+        """Makes the policies that collect act with ``policy``'s current parameters (and
+        statistics): the only way parameters reach them; called after every training
+        iteration."""
 
     @property
     @abc.abstractmethod
@@ -81,14 +82,14 @@ class UnrollingCollector(Collector):
     actions over all environments, the initial collection of off-policy training) over
     the calls of :meth:`collect`. Subclasses provide :meth:`unroll`, ``batch_size``,
     ``num_old_rows``, ``initial_collect_steps_left``, ``unroll_length``, ``episodes``, ``envs`` and
-    ``algorithm``.
+    ``policy``.
 
     Args:
         initial_collect_steps: uniformly random actions to take first, over all
             environments.
     """
 
-    algorithm: RLAlgorithm
+    policy: Policy
     episodes: EpisodeTracker
     initial_collect_steps_left: int
     unroll_length: int
@@ -131,11 +132,11 @@ class UnrollingCollector(Collector):
         segment = Segment(exp=exp, num_old_rows=self.num_old_rows)
         return Trajectory(segments=(segment,), env_steps=steps)
 
-    def publish(self, policy: RLAlgorithm) -> None:
-        """Loads ``policy``'s parameters into the collecting copy when it is another
-        module (e.g. the CPU copy of a model trained on a GPU)."""
-        if policy is not self.algorithm:
-            self.algorithm.load_state_dict(policy.state_dict())
+    def publish(self, policy: Policy) -> None:
+        """Loads ``policy``'s parameters into the collecting policy when it is another
+        one."""
+        if policy is not self.policy:
+            self.policy.load_parameters(policy.algorithm)
 
     @property
     def env_steps(self) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from alf import nest
-from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.algorithms.policy import Policy
 from alf.data_structures import Experience
 from alf.environments.alf_environment import AlfEnvironment
 from alf.unrollers.collector import UnrollingCollector
@@ -53,8 +53,8 @@ class DoubleBufferedUnroller(UnrollingCollector):
 
     Args:
         envs: the two groups' environments.
-        algorithm: supplies ``rollout_step`` (called once per group per step, each group
-            with its own recurrent and transformer state).
+        policy: the policy that acts (called once per group per step, each group with its
+            own recurrent and transformer state).
         unroll_length: environment steps per environment per call.
         initial_collect_steps: uniformly random actions :meth:`collect` takes first, over
             both groups.
@@ -64,7 +64,7 @@ class DoubleBufferedUnroller(UnrollingCollector):
         self,
         *,
         envs: tuple[AlfEnvironment, AlfEnvironment],
-        algorithm: RLAlgorithm,
+        policy: Policy,
         unroll_length: int,
         initial_collect_steps: int = 0,
     ) -> None:
@@ -80,10 +80,9 @@ class DoubleBufferedUnroller(UnrollingCollector):
                     "could not overlap"
                 )
         self._groups = tuple(
-            SyncUnroller(env=env, algorithm=algorithm, unroll_length=unroll_length)
-            for env in envs
+            SyncUnroller(env=env, policy=policy, unroll_length=unroll_length) for env in envs
         )
-        self.algorithm = algorithm
+        self.policy = policy
         self.unroll_length = unroll_length
         self._id_shift = envs[0].batch_size
         self.episodes = _CombinedEpisodes(self._groups)
@@ -137,7 +136,7 @@ class DoubleBufferedUnroller(UnrollingCollector):
         """Runs ``num_steps`` (default ``unroll_length``) steps of both groups and
         returns their trajectories side by side (see the class docstring)."""
         num_steps = self.unroll_length if num_steps is None else num_steps
-        with self.algorithm.rollout_session():
+        with self.policy.session():
             return self._unroll(num_steps)
 
     def _unroll(self, num_steps: int) -> Experience:

@@ -8,15 +8,14 @@ from typing import Any
 import torch
 
 from alf import nest
-from alf.algorithms.rl_algorithm import RLAlgorithm, reset_state_on_first
-from alf.data_structures import AlgStep, Experience, TimeStep
+from alf.algorithms.policy import Policy, PolicyState
+from alf.data_structures import Experience, TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.tensor_specs import BoundedTensorSpec, action_mask_key, sample_uniform
 from alf.unrollers.collector import UnrollingCollector
 from alf.unrollers.episode_tracker import EpisodeTracker
-from alf.utils.device import to_device
 
-__all__ = ["SyncUnroller", "reset_state_on_first"]
+__all__ = ["SyncUnroller"]
 
 
 def _random_action_mask(observation: Any, action_spec: Any) -> torch.Tensor | None:
@@ -32,21 +31,22 @@ def _random_action_mask(observation: Any, action_spec: Any) -> torch.Tensor | No
 
 
 class SyncUnroller(UnrollingCollector):
-    """Collects ``unroll_length`` steps per call with ``algorithm.rollout_step``: the
+    """Collects ``unroll_length`` steps per call with the policy's exploring steps
+    (:meth:`~alf.algorithms.policy.Policy.explore_step`): the
     :class:`~alf.unrollers.Collector` of one batched environment in this process.
 
     Each call returns a ``[h + unroll_length + 1, B]`` :class:`Experience` of raw time
     steps, where ``h`` is the ``history_length`` of the algorithm's data transformers
     (0 without frame stacking). Row ``h + k`` is the ``k``-th step of this call; its
-    last row is the step reached after the last action, with the algorithm's response to
+    last row is the step reached after the last action, with the policy's response to
     it; that response is really taken, as row ``h`` of the next call, so consecutive
     trajectories overlap by ``h + 1`` rows and no computation is wasted (the first call
     pads its ``h`` history rows with copies of its first row). :meth:`new_rows` drops
     the :attr:`num_old_rows` repeated rows (for replay buffers, which store each step
     once).
 
-    The policy sees each time step after the algorithm's data transformers
-    (``algorithm.data_transformer.transform_timestep``); the experience keeps it raw.
+    The policy transforms each time step for the algorithm (and moves it to the
+    policy's device); the experience keeps it raw, on the host.
 
     With an environment that steps in the background
     (:attr:`~alf.environments.AlfEnvironment.steps_in_background`: EnvPool, subprocess
@@ -56,19 +56,16 @@ class SyncUnroller(UnrollingCollector):
     environments' step. Other environments are stepped with ``env.step``.
 
     While :attr:`initial_collect_steps_left` is positive, actions are drawn uniformly from the
-    action space instead (the algorithm's ``rollout_step`` still runs, for its state and
-    info): the initial collection of off-policy training. It counts environment steps
-    (over all environments) from the next action executed, and is used up as actions are
+    action space instead (the policy's step still runs, for its state and info): the
+    initial collection of off-policy training. It counts environment steps (over all
+    environments) from the next action executed, and is used up as actions are
     executed. :meth:`collect` sets it from ``initial_collect_steps`` and uses that up over
     its calls.
 
     Args:
         env: the batched environment.
-        algorithm: supplies ``rollout_step`` and ``rollout_state_spec``.
+        policy: the policy that acts.
         unroll_length: environment steps per environment per call.
-        device: the algorithm's device when it is not the CPU: time steps are copied
-            there for ``rollout_step``, and its outputs back (the experience stays on
-            the CPU).
         initial_collect_steps: uniformly random actions :meth:`collect` takes first, over
             all environments.
     """
@@ -77,29 +74,24 @@ class SyncUnroller(UnrollingCollector):
         self,
         *,
         env: AlfEnvironment,
-        algorithm: RLAlgorithm,
+        policy: Policy,
         unroll_length: int,
-        device: torch.device | None = None,
         initial_collect_steps: int = 0,
     ) -> None:
         super().__init__(initial_collect_steps=initial_collect_steps)
         if unroll_length < 1:
             raise ValueError(f"unroll_length must be >= 1, got {unroll_length}")
         self.env = env
-        self.algorithm = algorithm
+        self.policy = policy
         self.unroll_length = unroll_length
-        self.device = device
         self.episodes = EpisodeTracker(batch_size=env.batch_size)
-        self._transformer = algorithm.data_transformer
-        self._transforms = not self._transformer.is_identity
-        self._history = self._transformer.history_length
-        self._transform_state: Any = None
-        self._stateless = not nest.flatten(algorithm.rollout_state_spec)
+        self._history = policy.history_length
+        self._state: PolicyState | None = None
         self._tail: list[Experience] | None = None  # the last h + 1 rows
-        self._policy_step: AlgStep | None = None
-        # The time step :meth:`_respond` answered last, with its answer and state, until
-        # :meth:`_settle` records it.
-        self._unsettled: tuple[TimeStep, AlgStep, Any] | None = None
+        self._action: Any = None  # the actions chosen for the last time step
+        # The time step :meth:`_respond` answered last, with its action, info and state,
+        # until :meth:`_settle` records it.
+        self._unsettled: tuple[TimeStep, Any, Any, Any] | None = None
         self._num_old_rows = 0
         self.initial_collect_steps_left = 0
         self._rows_this_call = 0
@@ -121,25 +113,11 @@ class SyncUnroller(UnrollingCollector):
         """Environment steps taken by one call of :meth:`unroll`."""
         return self.unroll_length * self.env.batch_size
 
-    def _respond(self, time_step: TimeStep, state: Any) -> None:
-        """Chooses the actions for ``time_step`` (:attr:`_policy_step`) and leaves the
-        step to :meth:`_settle`."""
-        policy_input = time_step
-        if self.device is not None:
-            policy_input = to_device(time_step, self.device)
-        if not self._stateless:
-            state = reset_state_on_first(state, policy_input.step_type)
-        if self._transforms:
-            policy_input, self._transform_state = self._transformer.transform_timestep(
-                policy_input, self._transform_state
-            )
-        self._policy_step = self.algorithm.rollout_step(policy_input, state)
-        if self.device is not None:
-            # The environments and the experience take host tensors; the policy's
-            # state stays on the device for the next step.
-            host_step = to_device(self._policy_step._replace(state=()), "cpu")
-            self._policy_step = host_step._replace(state=self._policy_step.state)
-            state = to_device(state, "cpu")
+    def _respond(self, time_step: TimeStep) -> None:
+        """Chooses the actions for ``time_step`` and leaves the step to :meth:`_settle`."""
+        step = self.policy.explore_step(time_step, self._state)
+        self._state = step.next_state
+        action = step.action
         # The action of the k-th row of this call is executed k * B env steps from now.
         executed_in = self._rows_this_call * self.env.batch_size
         self._rows_this_call += 1
@@ -149,8 +127,8 @@ class SyncUnroller(UnrollingCollector):
                 self.env.batch_size,
                 mask=_random_action_mask(time_step.observation, self.env.action_spec()),
             )
-            self._policy_step = self._policy_step._replace(output=action)
-        self._unsettled = (time_step, self._policy_step, state)
+        self._action = action
+        self._unsettled = (time_step, action, step.info, step.state)
 
     def _settle(self, rows: list[Experience]) -> None:
         """Records the time step :meth:`_respond` last answered, if not yet done: its
@@ -159,19 +137,17 @@ class SyncUnroller(UnrollingCollector):
         (between ``step_async`` and ``step_wait``)."""
         if self._unsettled is None:
             return
-        time_step, policy_step, state = self._unsettled
+        time_step, action, info, state = self._unsettled
         self._unsettled = None
         self.episodes.update(time_step)
-        rows.append(
-            Experience.from_time_step(time_step, policy_step.output, policy_step.info, state)
-        )
+        rows.append(Experience.from_time_step(time_step, action, info, state))
 
     @torch.no_grad()
     def unroll(self, num_steps: int | None = None) -> Experience:
         """Runs ``num_steps`` (default ``unroll_length``) steps and returns the
         ``[num_steps + 1, B]`` trajectory."""
         num_steps = self.unroll_length if num_steps is None else num_steps
-        with self.algorithm.rollout_session():
+        with self.policy.session():
             rows = self._begin_call()
             if getattr(self.env, "steps_in_background", False):
                 for _ in range(num_steps):
@@ -180,7 +156,7 @@ class SyncUnroller(UnrollingCollector):
             else:
                 for _ in range(num_steps):
                     self._settle(rows)
-                    self._take(self.env.step(self._policy_step.output))
+                    self._take(self.env.step(self._action))
         return self._end_call(rows)
 
     def _begin_call(self) -> list[Experience]:
@@ -193,13 +169,8 @@ class SyncUnroller(UnrollingCollector):
         self._unsettled = None  # (left over only by a call that raised)
         if first_call:
             time_step = self.env.reset()
-            state = self.algorithm.zero_state(
-                self.algorithm.rollout_state_spec, self.env.batch_size
-            )
-            self._transform_state = self._transformer.initial_state(self.env.batch_size)
-            if self.device is not None:  # (the state is already there: zero_state)
-                self._transform_state = to_device(self._transform_state, self.device)
-            self._respond(time_step, state)
+            self._state = self.policy.initial_state(self.env.batch_size, greedy=False)
+            self._respond(time_step)
             first_row: list[Experience] = []
             self._settle(first_row)
             self._tail = first_row * (self._history + 1)
@@ -207,7 +178,7 @@ class SyncUnroller(UnrollingCollector):
 
     def _send(self) -> None:
         """Starts the environments' step with the last chosen actions."""
-        self.env.step_async(self._policy_step.output)
+        self.env.step_async(self._action)
 
     def _receive(self, rows: list[Experience]) -> None:
         """Records the previous time step (:meth:`_settle`, while the environments
@@ -223,7 +194,7 @@ class SyncUnroller(UnrollingCollector):
         """Takes in the environments' new step: chooses the next actions."""
         if self.on_step is not None:
             self.on_step()
-        self._respond(time_step, self._policy_step.state)
+        self._respond(time_step)
 
     def _end_call(self, rows: list[Experience]) -> Experience:
         """Ends a call of :meth:`unroll`: records the last time step, keeps the rows the

@@ -58,6 +58,7 @@ def cartpole_sampler(
     for every contender of an in-process comparison."""
     import torch
 
+    from alf.algorithms.policy import Policy
     from alf.environments import create_environment
     from alf.unrollers import SyncUnroller
 
@@ -70,7 +71,9 @@ def cartpole_sampler(
         numpy_rollout=numpy_rollout,
     )
     algorithm.eval()
-    return (unroller_class or SyncUnroller)(env=env, algorithm=algorithm, unroll_length=32)
+    return (unroller_class or SyncUnroller)(
+        env=env, policy=Policy(algorithm=algorithm), unroll_length=32
+    )
 
 
 def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
@@ -78,7 +81,7 @@ def _sync_breakdown(unroller: Any, seconds: float) -> dict[str, float]:
     (and in EnvPool's own ``send`` + ``recv`` inside them), in ``rollout_step``, and in
     the rest of ``SyncUnroller.unroll`` (with a background step, the bookkeeping between
     ``step_async`` and ``step_wait`` counts as the unroller's)."""
-    env, algorithm = unroller.env, unroller.algorithm
+    env, algorithm = unroller.env, unroller.policy.algorithm
     env_s: list[float] = []
     policy_s: list[float] = []
     pool_s: list[float] = []
@@ -155,6 +158,7 @@ def worker_sampler_sync(args: argparse.Namespace) -> dict[str, Any]:
 
     set_cpu_threads(1)  # torch's and numpy's BLAS threads
     torch.manual_seed(0)
+    from alf.algorithms.policy import Policy
     from alf.environments import create_environment
     from alf.unrollers import DoubleBufferedUnroller, SyncUnroller
 
@@ -172,9 +176,13 @@ def worker_sampler_sync(args: argparse.Namespace) -> dict[str, Any]:
                                action_spec=envs[0].action_spec())
     algorithm.eval()
     if args.double_buffering:
-        unroller = DoubleBufferedUnroller(envs=envs, algorithm=algorithm, unroll_length=length)
+        unroller = DoubleBufferedUnroller(
+            envs=envs, policy=Policy(algorithm=algorithm), unroll_length=length
+        )
     else:
-        unroller = SyncUnroller(env=envs[0], algorithm=algorithm, unroll_length=length)
+        unroller = SyncUnroller(
+            env=envs[0], policy=Policy(algorithm=algorithm), unroll_length=length
+        )
     try:
         rate = rate_loop(unroller.unroll, n * length, args.seconds, args.warmup_s, chunk=1)
         result: dict[str, Any] = {"mode": "sync", "env_name": env_name, "num_envs": n,
@@ -199,6 +207,7 @@ def worker_sampler_async(args: argparse.Namespace) -> dict[str, Any]:
 
     set_cpu_threads(1)  # torch's and numpy's BLAS threads
     torch.manual_seed(0)
+    from alf.algorithms.policy import Policy
     from alf.environments import create_environment
     from alf.unrollers import AsyncUnroller
 
@@ -213,7 +222,7 @@ def worker_sampler_async(args: argparse.Namespace) -> dict[str, Any]:
     built = time.perf_counter()
     unroller = AsyncUnroller(
         env_factory=env_factory,
-        algorithm=algorithm,
+        policy=Policy(algorithm=algorithm),
         algorithm_factory=factory,
         num_envs=n,
         unroll_length=length,

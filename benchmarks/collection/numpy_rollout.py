@@ -70,7 +70,7 @@ def _contenders(num_envs: int, unrolls: int, closers: list[Any]) -> dict[str, Ca
     contenders["raw"] = raw_steps
     for name, in_numpy in (("numpy", True), ("torch", False)):
         unroller = cartpole_sampler(num_envs, numpy_rollout=in_numpy)
-        env, algorithm = unroller.env, unroller.algorithm
+        env, algorithm = unroller.env, unroller.policy.algorithm
         closers.append(env)
 
         def unroll(u: SyncUnroller = unroller) -> None:

@@ -36,6 +36,7 @@ import torch
 def build() -> tuple[object, object]:
     """PPO on CartPole from the example config, and one collected trajectory."""
     from alf import config as alf_config
+    from alf.algorithms.policy import Policy
     from alf.configurables import import_configurables
     from alf.environments import create_environment
     from alf.trainers import TrainerConfig, build_algorithm
@@ -46,7 +47,9 @@ def build() -> tuple[object, object]:
     config = TrainerConfig()
     env = create_environment(seed=0)
     algorithm = build_algorithm(config, env)
-    unroller = SyncUnroller(env=env, algorithm=algorithm, unroll_length=config.unroll_length)
+    unroller = SyncUnroller(
+        env=env, policy=Policy(algorithm=algorithm), unroll_length=config.unroll_length
+    )
     return algorithm, unroller.unroll()
 
 
