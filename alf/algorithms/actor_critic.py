@@ -281,27 +281,49 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     def calc_loss(self, info: ActorCriticTrainInfo) -> LossInfo:
         """A2C's loss: ``-A log pi(a|s)`` plus ``value_loss_coef`` times the squared error
         to the lambda-return, minus ``entropy_coef`` times the entropy (means over the
-        mini-batch; :meth:`combine_losses`)."""
+        mini-batch)."""
         pg_loss = (-self.advantages(info) * info.log_prob).mean()
         value_loss = ((info.value - info.rollout.returns) ** 2).mean()
-        return self.combine_losses(pg_loss, value_loss, info)
+        loss = pg_loss + self.value_loss_coef * value_loss
+        entropy = self.mean_entropy(info)
+        if entropy is not None:
+            loss = loss - self.entropy_coef * entropy
+        extra = self.loss_terms(info, pg_loss=pg_loss, value_loss=value_loss, entropy=entropy)
+        return LossInfo(loss=loss, extra=extra)
 
-    def combine_losses(
-        self, pg_loss: torch.Tensor, value_loss: torch.Tensor, info: ActorCriticTrainInfo
-    ) -> LossInfo:
-        """The total loss of an actor-critic method from its mean policy and value
-        losses: ``pg_loss + value_loss_coef * value_loss - entropy_coef * entropy``.
+    def mean_entropy(self, info: ActorCriticTrainInfo) -> torch.Tensor | None:
+        """The mini-batch's mean entropy, with gradient, for the entropy bonus of the loss;
+        None when ``entropy_coef`` is 0 (with a zero weight it would still cost a
+        backward pass)."""
+        if not self.entropy_coef:
+            return None
+        return info.entropy.mean()
+
+    def loss_terms(
+        self,
+        info: ActorCriticTrainInfo,
+        *,
+        pg_loss: torch.Tensor,
+        value_loss: torch.Tensor,
+        entropy: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        """The terms of an actor-critic loss to report in ``LossInfo.extra``.
+
+        Args:
+            info: the mini-batch's :class:`ActorCriticTrainInfo`.
+            pg_loss: the mean policy loss.
+            value_loss: the mean value loss.
+            entropy: the mean entropy in the loss (:meth:`mean_entropy`), or None.
 
         Returns:
-            The :class:`LossInfo` with ``pg_loss``, ``value_loss`` and, when it is in the
-            loss or :attr:`record_statistics` is set, ``entropy`` in ``extra``.
+            ``pg_loss``, ``value_loss`` and ``entropy`` without gradient; ``entropy`` is
+            the one in the loss or, when there is none, computed from ``info`` on the
+            iterations whose summary is written (:attr:`record_statistics`), else left
+            out.
         """
-        loss = pg_loss + self.value_loss_coef * value_loss
         extra = {"pg_loss": pg_loss.detach(), "value_loss": value_loss.detach()}
-        if self.entropy_coef:  # (with a zero weight it would still cost a backward pass)
-            entropy = info.entropy.mean()
-            loss = loss - self.entropy_coef * entropy
+        if entropy is not None:
             extra["entropy"] = entropy.detach()
         elif self.record_statistics:
             extra["entropy"] = info.entropy.detach().mean()
-        return LossInfo(loss=loss, extra=extra)
+        return extra

@@ -240,12 +240,15 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         advantages = self.advantages(info)
         pg_loss = objective.policy_loss(info.log_prob, rollout.log_prob, advantages).mean()
         value_loss = objective.value_loss(info.value, rollout.returns, rollout.value).mean()
-        loss_info = self.combine_losses(pg_loss, value_loss, info)
-        extra = dict(loss_info.extra)
+        loss = pg_loss + self.value_loss_coef * value_loss
+        entropy = self.mean_entropy(info)
+        if entropy is not None:
+            loss = loss - self.entropy_coef * entropy
+        extra = self.loss_terms(info, pg_loss=pg_loss, value_loss=value_loss, entropy=entropy)
         if self.record_statistics:
             extra["clip_fraction"] = objective.clip_fraction(info.log_prob, rollout.log_prob)
         extra["mean_rho"] = torch.exp(info.log_prob.detach() - rollout.log_prob).mean()
-        return loss_info._replace(extra=extra)
+        return LossInfo(loss=loss, extra=extra)
 
     def update_statistics(self, info: ActorCriticTrainInfo) -> dict[str, torch.Tensor]:
         """``approx_kl`` of the mini-batch, on the iterations whose summary is written."""

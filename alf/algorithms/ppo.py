@@ -117,11 +117,14 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         advantages = self.advantages(info)
         pg_loss = objective.policy_loss(info.log_prob, rollout.log_prob, advantages).mean()
         value_loss = objective.value_loss(info.value, rollout.returns, rollout.value).mean()
-        loss_info = self.combine_losses(pg_loss, value_loss, info)
-        if not self.record_statistics:
-            return loss_info
-        fraction = objective.clip_fraction(info.log_prob, rollout.log_prob)
-        return loss_info._replace(extra={**loss_info.extra, "clip_fraction": fraction})
+        loss = pg_loss + self.value_loss_coef * value_loss
+        entropy = self.mean_entropy(info)
+        if entropy is not None:
+            loss = loss - self.entropy_coef * entropy
+        extra = self.loss_terms(info, pg_loss=pg_loss, value_loss=value_loss, entropy=entropy)
+        if self.record_statistics:
+            extra["clip_fraction"] = objective.clip_fraction(info.log_prob, rollout.log_prob)
+        return LossInfo(loss=loss, extra=extra)
 
     def update_statistics(self, info: ActorCriticTrainInfo) -> dict[str, torch.Tensor]:
         """``approx_kl`` of the mini-batch, when summarised or needed by ``target_kl``."""
