@@ -97,6 +97,31 @@ class OnPolicyAlgorithm(RLAlgorithm):
         self.fused_sequences = fused_sequences
         self._epochs_run = 0
 
+    def share_mini_batch(self, num_ranks: int) -> None:
+        """Makes :attr:`mini_batch_size` this rank's share of a data-parallel run's total.
+
+        In a data-parallel run ``mini_batch_size`` counts the steps (or sequences) of an
+        update over all ranks; the trainer calls this once, before training, so that
+        each rank's mini-batches hold ``mini_batch_size / num_ranks`` (None, one update
+        on the whole trajectory, stays None).
+
+        Args:
+            num_ranks: the ranks of the run (an int >= 1).
+
+        Raises:
+            ValueError: ``mini_batch_size`` is not divisible by ``num_ranks``.
+        """
+        size = self.mini_batch_size
+        if size is None:
+            return
+        if size % num_ranks:
+            what = f"{type(self).__name__}.mini_batch_size"
+            raise ValueError(
+                f"{what}={size} is the total over all ranks and must be divisible by the "
+                f"{num_ranks} ranks (each rank takes {what} / {num_ranks})"
+            )
+        self.mini_batch_size = size // num_ranks
+
     @property
     def epochs_run(self) -> int:
         """The epochs the last :meth:`train_from_unroll` started: ``num_epochs``, fewer

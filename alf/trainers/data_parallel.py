@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from absl import logging
 
+from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
 from alf.config import invalid_value
 from alf.utils.distributed import DataParallelLoss, DistributedContext
@@ -74,9 +76,7 @@ class Ranks:
         data-parallel runs only: sync ranks store the same number of steps)."""
         if self.context is None or not self._async:
             return ready
-        (not_ready,) = self.context.all_reduce_sum(
-            [not ready], what="the replay-readiness check"
-        )
+        (not_ready,) = self.context.all_reduce_sum([not ready], what="the replay-readiness check")
         return not_ready == 0
 
     def agree_on_stop(self, stop: bool, target: bool, *, iteration: int) -> tuple[bool, bool]:
@@ -91,11 +91,20 @@ class Ranks:
 
 
 def divide_mini_batch(algorithm: RLAlgorithm, context: DistributedContext) -> None:
-    """Gives ``algorithm`` this rank's share of its ``mini_batch_size`` (if it has one)."""
-    size = getattr(algorithm, "mini_batch_size", None)
-    if size:
+    """Gives ``algorithm`` this rank's share of its ``mini_batch_size``.
+
+    An on-policy algorithm divides its own
+    (:meth:`~alf.algorithms.OnPolicyAlgorithm.share_mini_batch`); an off-policy one gets
+    the share of the batch it samples. Other algorithms have no mini-batch to divide.
+
+    Raises:
+        ValueError: a ``mini_batch_size`` not divisible by the number of ranks.
+    """
+    if isinstance(algorithm, OnPolicyAlgorithm):
+        algorithm.share_mini_batch(context.world_size)
+    elif isinstance(algorithm, OffPolicyAlgorithm):
         algorithm.mini_batch_size = context.share(
-            size, f"{type(algorithm).__name__}.mini_batch_size"
+            algorithm.mini_batch_size, f"{type(algorithm).__name__}.mini_batch_size"
         )
 
 
@@ -123,9 +132,7 @@ def enable_data_parallel(
     )
     algorithm.configure_training(data_parallel=data_parallel, mixed_precision=mixed_precision)
     if context.is_main:
-        logging.info(
-            "Data-parallel training on %d ranks (%s)", context.world_size, context.backend
-        )
+        logging.info("Data-parallel training on %d ranks (%s)", context.world_size, context.backend)
 
 
 def configure_training(
