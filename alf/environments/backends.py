@@ -17,7 +17,6 @@ explicitly (``create_environment.vectorization_mode = "envpool"``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -25,11 +24,15 @@ from typing import Any
 
 import gymnasium as gym
 
+from alf import config as alf_config
 from alf.environments import suite_gym
 from alf.environments.alf_environment import AlfEnvironment
-from alf.environments.env_guard import GuardedEnv
+from alf.environments.atari import envpool_atari_id
+from alf.environments.envpool_environment import EnvPoolEnvironment
 from alf.environments.gymnasium_environment import GymnasiumEnvironment
+from alf.environments.subprocess_environment import SubprocessEnvironment
 from alf.environments.suite_gym import resolve_env_id
+from alf.environments.sync_vector import sync_vector_environment
 
 __all__ = ["BACKENDS", "Backend", "BackendRequest"]
 
@@ -86,23 +89,17 @@ Backend = Callable[[BackendRequest], AlfEnvironment]
 def sync_backend(request: BackendRequest) -> AlfEnvironment:
     """``"sync"``: a Gymnasium ``SyncVectorEnv`` of ``suite_gym.load`` environments, in
     this process (cheap environments)."""
-    resolve_env_id(request.env_name)  # an unknown id fails here, with close matches
-    makers = [
-        functools.partial(_guarded_load, request, request.first_env_index + i)
-        for i in range(request.num_envs)
-    ]
-    vector_env = gym.vector.SyncVectorEnv(
-        makers, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
+    return sync_vector_environment(
+        env_name=request.env_name,
+        num_envs=request.num_envs,
+        seed=request.seed,
+        render_mode=request.render_mode,
+        max_episode_steps=request.max_episode_steps,
+        env_kwargs=request.env_kwargs,
+        for_evaluation=request.for_evaluation,
+        first_env_index=request.first_env_index,
+        drop_nonfinite=request.drop_nonfinite,
     )
-    return _gymnasium_environment(vector_env, request)
-
-
-def _guarded_load(request: BackendRequest, index: int) -> gym.Env:
-    """Environment ``index`` (run-wide) of the request, made by ``suite_gym.load`` and
-    guarded (:class:`~alf.environments.env_guard.GuardedEnv`: what its ``reset`` and
-    ``step`` raise or wrongly return is one line naming it)."""
-    env = suite_gym.load(request.env_name, **request.load_args)
-    return GuardedEnv(env, env_name=request.env_name, index=index)
 
 
 def _gymnasium_environment(
@@ -142,9 +139,6 @@ def vector_entry_point_backend(request: BackendRequest) -> AlfEnvironment:
 def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
     """``"subprocess"``: worker processes, each stepping a group of ``suite_gym.load``
     environments per message through shared memory (expensive environments)."""
-    from alf import config as alf_config
-    from alf.environments.subprocess_environment import SubprocessEnvironment
-
     resolve_env_id(request.env_name)
     num_workers = request.num_workers
     return SubprocessEnvironment(
@@ -160,14 +154,14 @@ def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
         config_text=alf_config.config_str(),
         first_env_index=request.first_env_index,
         drop_nonfinite=request.drop_nonfinite,
+        # Each worker builds its group as the "sync" backend builds a batch.
+        env_builder=sync_vector_environment,
     )
 
 
 def envpool_backend(request: BackendRequest) -> AlfEnvironment:
     """``"envpool"``: EnvPool's C++ thread pool (the ``[envpool]`` extra), with the
     configured preset's options (no wrappers or legacy adapter)."""
-    from alf.environments.envpool_environment import EnvPoolEnvironment
-
     env_name, options = request.env_name, request.options
     max_episode_steps, env_kwargs = request.max_episode_steps, request.env_kwargs
 
@@ -187,8 +181,6 @@ def envpool_backend(request: BackendRequest) -> AlfEnvironment:
     if options.preset is not None:
         if not hasattr(options.preset, "envpool_kwargs"):
             raise ValueError(f"EnvPool cannot apply the preset {options.preset!r}")
-        from alf.environments.atari import envpool_atari_id
-
         env_id = envpool_atari_id(env_name) or env_name
         pool_kwargs.update(options.preset.envpool_kwargs(training=not request.for_evaluation))
         if max_episode_steps is None:

@@ -1,4 +1,31 @@
-"""Creating batches of environments by Gymnasium id, from configs."""
+"""Creating batches of environments by Gymnasium id, from configs.
+
+Every environment of the ``"sync"`` and ``"subprocess"`` backends is made by
+:func:`alf.environments.suite_gym.load` with :func:`create_environment`'s ``env_name``,
+``render_mode``, ``max_episode_steps``, ``env_kwargs`` and ``training=not
+for_evaluation``; its preset, wrappers and ``legacy_api`` are bound on ``load`` itself
+(``suite_gym.load.preset = "atari"``, ``suite_gym.load.wrappers = [...]``), so the same
+bindings serve the training, evaluation and play environments. The ``"envpool"`` backend
+reads the same bindings: with the Atari preset it gives EnvPool the preset's options (the
+Gymnasium Atari ids map to EnvPool's, e.g. ``PongNoFrameskip-v4`` to ``Pong-v5``), so a
+config switches backends by changing only ``vectorization_mode``; EnvPool cannot apply
+wrappers or the legacy adapter. ``"vector_entry_point"`` takes none of them.
+
+The backends ``create_environment.vectorization_mode`` names (see
+:mod:`alf.environments.backends`):
+
+* ``"sync"``: a Gymnasium ``SyncVectorEnv``, in this process;
+* ``"vector_entry_point"``: the environment's own vectorized implementation;
+* ``"envpool"``: EnvPool's C++ thread pool (needs the ``[envpool]`` extra and an id
+  EnvPool supports);
+* ``"subprocess"``: ``num_workers`` processes, each stepping
+  ``num_parallel_environments / num_workers`` environments per message through shared
+  memory (for environments whose step is expensive; the workers load the current gin
+  config, so ``load``'s bindings apply there too);
+* or a backend function of one's own (``@my_backend`` in a config: it takes a
+  :class:`~alf.environments.backends.BackendRequest`; see
+  ``docs/adding_an_environment_backend.md``).
+"""
 
 from __future__ import annotations
 
@@ -53,35 +80,15 @@ def create_environment(
 ) -> AlfEnvironment:
     """Creates a batch of ``num_parallel_environments`` Gymnasium environments.
 
-    Every environment of the ``"sync"`` and ``"subprocess"`` backends is made by
-    :func:`alf.environments.suite_gym.load` with this function's ``env_name``,
-    ``render_mode``, ``max_episode_steps``, ``env_kwargs`` and ``training=not
-    for_evaluation``; its preset, wrappers and ``legacy_api`` are bound on ``load``
-    itself (``suite_gym.load.preset = "atari"``, ``suite_gym.load.wrappers = [...]``), so
-    the same bindings serve the training, evaluation and play environments. The
-    ``"envpool"`` backend reads the same bindings: with the Atari preset it gives EnvPool
-    the preset's options (the Gymnasium Atari ids map to EnvPool's, e.g.
-    ``PongNoFrameskip-v4`` to ``Pong-v5``), so a config switches backends by changing only
-    ``vectorization_mode``; EnvPool cannot apply wrappers or the legacy adapter.
-    ``"vector_entry_point"`` takes none of them.
-
     Args:
-        env_name: a registered Gymnasium id, ``module:EnvName-v0`` for an environment
-            registered by importing a user module, or an id of a namespace registered by
-            an extra (``ALE/Pong-v5``, ``PongNoFrameskip-v4``: ``[atari]``;
-            ``dm_control/cheetah-run-v0``: ``[dmc]``).
+        env_name: a registered Gymnasium id, ``module:EnvName-v0`` (registered by
+            importing a user module), or an id an extra registers (``ALE/Pong-v5``,
+            ``PongNoFrameskip-v4``: ``[atari]``; ``dm_control/cheetah-run-v0``: ``[dmc]``).
         num_parallel_environments: how many environments are stepped together.
         seed: seed of the first environment (environment ``i`` gets ``seed + i``).
-        vectorization_mode: ``"sync"`` (a Gymnasium ``SyncVectorEnv``, in-process),
-            ``"vector_entry_point"`` (the environment's own vectorized implementation),
-            ``"envpool"`` (EnvPool's C++ thread pool; needs the ``[envpool]`` extra and an
-            id EnvPool supports) or ``"subprocess"`` (``num_workers`` processes, each
-            stepping ``num_parallel_environments / num_workers`` environments per message
-            through shared memory: for environments whose step is expensive; the workers
-            load the current gin config, so ``load``'s bindings apply there too); or a
-            backend function of one's own (``@my_backend`` in a config: it takes a
-            :class:`~alf.environments.backends.BackendRequest`; see
-            ``docs/adding_an_environment_backend.md``).
+        vectorization_mode: ``"sync"``, ``"vector_entry_point"``, ``"envpool"`` or
+            ``"subprocess"`` (:data:`~alf.environments.backends.BACKENDS`), or a backend
+            function of one's own (``@my_backend`` in a config).
         num_workers: worker processes of the ``"subprocess"`` mode (default: one per CPU
             core, at most one per environment).
         render_mode: e.g. ``"rgb_array"`` to record videos.
@@ -97,17 +104,14 @@ def create_environment(
             ``num_parallel_environments / num_ranks`` of them (which must divide).
         rank: this rank (``0 <= rank < num_ranks``): it builds the run's environments
             ``rank * n + i`` (``n`` per rank), seeded ``seed + rank * n + i``.
-        drop_nonfinite: set by the trainer from ``TrainerConfig.nonfinite_data``: a
-            non-finite observation or reward ends that environment's episode at its
-            previous step instead of stopping with
-            :class:`~alf.environments.data_check.EnvironmentDataError` (``"sync"`` and
-            ``"subprocess"`` only).
+        drop_nonfinite: set by the trainer from ``TrainerConfig.nonfinite_data``: non-finite
+            data ends that environment's episode at its previous step instead of raising
+            ``EnvironmentDataError`` (``"sync"`` and ``"subprocess"`` only).
         first_env_index: the run-wide index of this batch's first environment (before
-            the rank's offset), named in errors: set for a subprocess worker's group.
+            the rank's offset), named in errors.
         max_parallel_environments: the most environments one process may build (this
-            rank's share; refused before anything is built: a count far beyond what a
-            machine holds would otherwise build for minutes and crash). Raise it for a
-            machine that holds more.
+            rank's share), refused before anything is built (a count far beyond what a
+            machine holds would build for minutes and crash): raise it where they fit.
 
     Returns:
         An :class:`AlfEnvironment` of batch size ``num_parallel_environments /
@@ -118,15 +122,58 @@ def create_environment(
         UnknownEnvironmentError: the id is not registered.
         ValueError: invalid arguments, or options the backend cannot apply.
     """
+    backend = _backend(vectorization_mode)
+    num_envs = _rank_share(num_parallel_environments, num_ranks)
+    _check_capacity(num_envs, max_parallel_environments, backend, num_workers)
+    offset = rank * num_envs  # this rank's first environment
+    request = BackendRequest(
+        env_name=env_name,
+        num_envs=num_envs,
+        seed=None if seed is None else seed + offset,
+        num_workers=num_workers,
+        render_mode=render_mode,
+        max_episode_steps=max_episode_steps,
+        env_kwargs=env_kwargs,
+        for_evaluation=for_evaluation,
+        first_env_index=first_env_index + offset,
+        drop_nonfinite=drop_nonfinite,
+        options=_load_options(env_name, for_evaluation, render_mode, max_episode_steps, env_kwargs),
+    )
+    return backend(request)
+
+
+def _load_options(
+    env_name: str,
+    for_evaluation: bool,
+    render_mode: str | None,
+    max_episode_steps: int | None,
+    env_kwargs: dict[str, Any] | None,
+) -> suite_gym.LoadOptions:
+    """The options the config binds on ``suite_gym.load``; also records load's bindings
+    as used, whichever backend builds the environments."""
+    return suite_gym.configured_options(
+        env_name,
+        training=not for_evaluation,
+        render_mode=render_mode,
+        max_episode_steps=max_episode_steps,
+        env_kwargs=env_kwargs,
+    )
+
+
+def _backend(vectorization_mode: str | Backend) -> Backend:
+    """The backend ``vectorization_mode`` names, or the backend function it is."""
     if callable(vectorization_mode):
-        backend = vectorization_mode
-    elif vectorization_mode in BACKENDS:
-        backend = BACKENDS[vectorization_mode]
-    else:
-        raise ValueError(
-            f"vectorization_mode must be one of {VECTORIZATION_MODES} or a backend function, "
-            f"got {vectorization_mode!r}"
-        )
+        return vectorization_mode
+    if vectorization_mode in BACKENDS:
+        return BACKENDS[vectorization_mode]
+    raise ValueError(
+        f"vectorization_mode must be one of {VECTORIZATION_MODES} or a backend function, "
+        f"got {vectorization_mode!r}"
+    )
+
+
+def _rank_share(num_parallel_environments: int, num_ranks: int) -> int:
+    """This rank's share of the run's ``num_parallel_environments`` (which must divide)."""
     if num_parallel_environments < 1:
         raise ValueError(f"num_parallel_environments must be >= 1, got {num_parallel_environments}")
     if num_parallel_environments % num_ranks:
@@ -134,32 +181,7 @@ def create_environment(
             f"create_environment.num_parallel_environments={num_parallel_environments} is the "
             f"total over all ranks and must be divisible by the {num_ranks} ranks"
         )
-    num_parallel_environments //= num_ranks
-    _check_capacity(num_parallel_environments, max_parallel_environments, backend, num_workers)
-    first_env_index += rank * num_parallel_environments
-    if seed is not None:
-        seed += rank * num_parallel_environments
-    request = BackendRequest(
-        env_name=env_name,
-        num_envs=num_parallel_environments,
-        seed=seed,
-        num_workers=num_workers,
-        render_mode=render_mode,
-        max_episode_steps=max_episode_steps,
-        env_kwargs=env_kwargs,
-        for_evaluation=for_evaluation,
-        first_env_index=first_env_index,
-        drop_nonfinite=drop_nonfinite,
-        # Also records load's bindings as used, whichever backend builds the environments.
-        options=suite_gym.configured_options(
-            env_name,
-            training=not for_evaluation,
-            render_mode=render_mode,
-            max_episode_steps=max_episode_steps,
-            env_kwargs=env_kwargs,
-        ),
-    )
-    return backend(request)
+    return num_parallel_environments // num_ranks
 
 
 def _check_capacity(

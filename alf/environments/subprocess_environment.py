@@ -15,8 +15,9 @@ import signal
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NoReturn
 
 import cloudpickle
 import numpy as np
@@ -24,9 +25,11 @@ import torch
 import torch.multiprocessing as mp
 
 from alf import nest
+from alf.config import load_config_text
 from alf.data_structures import TimeStep
 from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.data_check import EnvironmentDataError
+from alf.environments.sync_vector import EnvironmentBuilder, sync_vector_environment
 from alf.errors import TrainingError
 from alf.utils.threads import set_cpu_threads
 
@@ -55,6 +58,67 @@ def _group_bounds(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
     return bounds
 
 
+@dataclass(frozen=True, kw_only=True)
+class _GroupBuild:
+    """What one worker builds: environments ``[lo, hi)`` of the batch, with ``builder``,
+    after loading ``config_text``.
+
+    Attributes:
+        builder: builds the group in the worker's process (called with ``env_name``,
+            ``num_envs=hi - lo`` and ``kwargs``).
+        env_name: the environment id.
+        lo: the batch index of the group's first environment.
+        hi: one past the batch index of the group's last environment.
+        kwargs: the builder's other keyword arguments (seed, render mode, ...).
+        config_text: a gin config the worker loads first; None or empty: none.
+    """
+
+    builder: EnvironmentBuilder
+    env_name: str
+    lo: int
+    hi: int
+    kwargs: dict[str, Any]
+    config_text: str | None
+
+
+class _Group:
+    """A worker's environments and its views of the shared buffers: answers the parent's
+    commands other than ``close``."""
+
+    def __init__(self, *, env: AlfEnvironment | None, rows: slice) -> None:
+        self.env = env
+        self._rows = rows
+        self._views: list[torch.Tensor] = []
+        self._action: Any = None
+        self._clipped = self._dropped = 0
+
+    def answer(self, cmd: str, payload: Any) -> Any:
+        """Carries out ``cmd`` (``buffers``, ``render``, ``reset``, or else ``step``) and
+        returns the reply's payload."""
+        if cmd == "buffers":
+            shared_ts, shared_action = payload
+            # Every field but env_id (global ids, filled by the parent).
+            self._views = [t[self._rows] for t in nest.flatten(shared_ts._replace(env_id=()))]
+            self._action = nest.map_structure(lambda t: t[self._rows], shared_action)
+            return None
+        env = self.env
+        if env is None:
+            raise RuntimeError("the environments of this worker failed to build")
+        if cmd == "render":
+            return env.render()
+        if cmd == "reset":
+            ts = env.reset()
+        else:  # "step"; a copy, so an env keeping its action sees no later writes
+            ts = env.step(nest.map_structure(torch.clone, self._action))
+        for dst, src in zip(self._views, nest.flatten(ts._replace(env_id=())), strict=True):
+            dst.copy_(src)
+        count = getattr(env, "num_clipped_actions", 0)
+        drops = getattr(env, "num_dropped_episodes", 0)
+        reply = (count - self._clipped, drops - self._dropped)
+        self._clipped, self._dropped = count, drops
+        return reply
+
+
 def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
     """Body of a worker process: builds its group of envs, then serves commands.
 
@@ -66,86 +130,77 @@ def _worker(conn: Connection, build_args: bytes, parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     set_cpu_threads(1)
-    env = None
-    views: list[torch.Tensor] = []
-    action: Any = None
+    group = _build_group(conn, build_args)
     try:
-        from alf.environments.create_environment import create_environment
-
-        env_name, num_envs, kwargs, lo, hi, config_text = cloudpickle.loads(build_args)
-        if config_text:
-            from alf.config import load_config_text
-
-            # (alf.environments is imported: the environments' settings are known; the
-            # others are skipped.)
-            load_config_text(config_text, skip_unknown=True)
-        env = create_environment(env_name, num_envs, vectorization_mode="sync", **kwargs)
-        conn.send(("ok", (env.observation_spec(), env.action_spec())))
-    except Exception:
-        conn.send(("error", traceback.format_exc()))
-    clipped = dropped = 0
-    poller = select.poll()  # cheaper per step than Connection.poll
-    poller.register(conn.fileno(), select.POLLIN)
-    try:
-        while True:
-            while not poller.poll(_POLL_S * 1000):
-                if os.getppid() != parent_pid:
-                    return
-            cmd, payload = conn.recv()
-            if cmd == "close":
-                return
-            try:
-                if cmd == "buffers":
-                    shared_ts, shared_action = payload
-                    # Every field but env_id (global ids, filled by the parent).
-                    views = [t[lo:hi] for t in nest.flatten(shared_ts._replace(env_id=()))]
-                    action = nest.map_structure(lambda t: t[lo:hi], shared_action)
-                    conn.send(("ok", None))
-                    continue
-                if env is None:
-                    raise RuntimeError("the environments of this worker failed to build")
-                if cmd == "render":
-                    conn.send(("ok", env.render()))
-                    continue
-                if cmd == "reset":
-                    ts = env.reset()
-                else:  # "step"; a copy, so an env keeping its action sees no later writes
-                    ts = env.step(nest.map_structure(torch.clone, action))
-                for dst, src in zip(views, nest.flatten(ts._replace(env_id=())), strict=True):
-                    dst.copy_(src)
-                count = getattr(env, "num_clipped_actions", 0)
-                drops = getattr(env, "num_dropped_episodes", 0)
-                conn.send(("ok", (count - clipped, drops - dropped)))
-                clipped, dropped = count, drops
-            except EnvironmentDataError as err:  # one line: it names the environment
-                conn.send(("data_error", str(err)))
-            except Exception:
-                conn.send(("error", traceback.format_exc()))
+        _serve(conn, group, parent_pid)
     except (EOFError, OSError, KeyboardInterrupt):
         return
     finally:
-        if env is not None:
-            try:
-                env.close()
-            except Exception:
-                pass
-        conn.close()
-        # Skip the interpreter's teardown of torch's modules (~0.5 s per worker here):
-        # the environments are closed, so run the exit hooks, flush and leave.
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        _exit_worker(conn, group.env)
+
+
+def _build_group(conn: Connection, build_args: bytes) -> _Group:
+    """Loads the config and builds the worker's environments; replies with their specs,
+    or with the traceback of the failure (the group then has no environments)."""
+    env, rows = None, slice(0, 0)
+    try:
+        build: _GroupBuild = cloudpickle.loads(build_args)
+        rows = slice(build.lo, build.hi)
+        if build.config_text:
+            # (alf.environments is imported: the environments' settings are known; the
+            # others are skipped.)
+            load_config_text(build.config_text, skip_unknown=True)
+        env = build.builder(env_name=build.env_name, num_envs=build.hi - build.lo, **build.kwargs)
+        conn.send(("ok", (env.observation_spec(), env.action_spec())))
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+    return _Group(env=env, rows=rows)
+
+
+def _serve(conn: Connection, group: _Group, parent_pid: int) -> None:
+    """Answers the parent's commands until ``close``, or until the parent is gone."""
+    poller = select.poll()  # cheaper per step than Connection.poll
+    poller.register(conn.fileno(), select.POLLIN)
+    while True:
+        while not poller.poll(_POLL_S * 1000):
+            if os.getppid() != parent_pid:
+                return
+        cmd, payload = conn.recv()
+        if cmd == "close":
+            return
+        try:
+            conn.send(("ok", group.answer(cmd, payload)))
+        except EnvironmentDataError as err:  # one line: it names the environment
+            conn.send(("data_error", str(err)))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+
+
+def _exit_worker(conn: Connection, env: AlfEnvironment | None) -> NoReturn:
+    """Closes the environments and the pipe, and ends the worker process."""
+    if env is not None:
+        try:
+            env.close()
+        except Exception:
+            pass
+    conn.close()
+    # Skip the interpreter's teardown of torch's modules (~0.5 s per worker here):
+    # the environments are closed, so run the exit hooks, flush and leave.
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class SubprocessEnvironment(AlfEnvironment):
     """Steps ``num_envs`` Gymnasium environments in ``num_workers`` processes.
 
     Worker ``w`` builds environments ``[lo_w, hi_w)`` in-process with
-    ``create_environment(env_name, hi_w - lo_w, seed=seed + lo_w, vectorization_mode=
-    "sync", ...)``, so environment ``i`` is seeded with ``seed + i`` exactly as in the
-    ``sync`` backend, and every :class:`TimeStep` rule (NEXT_STEP autoreset, discounts,
-    action clipping) is the :class:`GymnasiumEnvironment`'s. Workers are started with the
+    ``env_builder(env_name=env_name, num_envs=hi_w - lo_w, seed=seed + lo_w, ...)``; the
+    default, :func:`~alf.environments.sync_vector.sync_vector_environment`, is what the
+    ``sync`` backend builds, so environment ``i`` is seeded with ``seed + i`` exactly as
+    in the ``sync`` backend, and every :class:`TimeStep` rule (NEXT_STEP autoreset,
+    discounts, action clipping) is the :class:`GymnasiumEnvironment`'s. Workers are started with the
     ``spawn`` method and get every argument explicitly (no gin config needed in them);
     ``module:EnvName-v0`` ids work because spawned children get the parent's ``sys.path``.
 
@@ -195,6 +250,9 @@ class SubprocessEnvironment(AlfEnvironment):
         first_env_index: the run-wide index of the first environment (named in errors).
         drop_nonfinite: end an episode at non-finite data instead of raising (the
             workers' :class:`GymnasiumEnvironment` s do it; see there).
+        env_builder: builds a worker's group in the worker's process (shipped with
+            ``cloudpickle``; see
+            :class:`~alf.environments.sync_vector.EnvironmentBuilder`).
     """
 
     steps_in_background = True
@@ -214,6 +272,7 @@ class SubprocessEnvironment(AlfEnvironment):
         step_timeout_s: float | None = None,
         first_env_index: int = 0,
         drop_nonfinite: bool = False,
+        env_builder: EnvironmentBuilder = sync_vector_environment,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -236,54 +295,78 @@ class SubprocessEnvironment(AlfEnvironment):
         self.num_clipped_actions = 0
         self.num_dropped_episodes = 0
         """Episodes ended early for non-finite data (``drop_nonfinite``)."""
-        ctx = mp.get_context("spawn")
         try:
-            for lo, hi in self._bounds:
-                kwargs = dict(
-                    seed=None if seed is None else seed + lo,
-                    render_mode=render_mode,
-                    max_episode_steps=max_episode_steps,
-                    env_kwargs=env_kwargs,
-                    for_evaluation=for_evaluation,
-                    first_env_index=first_env_index + lo,
-                    drop_nonfinite=drop_nonfinite,
-                )
-                build_args = cloudpickle.dumps((env_name, hi - lo, kwargs, lo, hi, config_text))
-                parent_conn, child_conn = ctx.Pipe()
-                process = ctx.Process(
-                    target=_worker,
-                    args=(child_conn, build_args, os.getpid()),
-                    name=f"alf-env-worker-{len(self._processes)}",
-                    daemon=True,
-                )
-                process.start()
-                child_conn.close()  # so that the worker's death reads as EOF here
-                self._poller.register(parent_conn.fileno(), select.POLLIN)
-                self._worker_of_fd[parent_conn.fileno()] = len(self._conns)
-                self._conns.append(parent_conn)
-                self._processes.append(process)
-            specs = self._call(None)
-            self._observation_spec, self._action_spec = specs[0]
-            for w, spec in enumerate(specs[1:], 1):
-                if not _same_specs(spec, specs[0]):
-                    raise self._error(w, f"has specs {spec}, different from worker 0's")
-            self._action_leaves = nest.flatten(self._action_spec)
-            self._discrete_bounds = [
-                (torch.as_tensor(s.minimum), torch.as_tensor(s.maximum)) if s.is_discrete else None
-                for s in self._action_leaves
-            ]
-            self._shared_ts = nest.map_structure(
-                lambda s: s.zeros((num_envs,)).share_memory_(), self.time_step_spec()
+            self._start_workers(
+                [
+                    _GroupBuild(
+                        builder=env_builder,
+                        env_name=env_name,
+                        lo=lo,
+                        hi=hi,
+                        kwargs=dict(
+                            seed=None if seed is None else seed + lo,
+                            render_mode=render_mode,
+                            max_episode_steps=max_episode_steps,
+                            env_kwargs=env_kwargs,
+                            for_evaluation=for_evaluation,
+                            first_env_index=first_env_index + lo,
+                            drop_nonfinite=drop_nonfinite,
+                        ),
+                        config_text=config_text,
+                    )
+                    for lo, hi in self._bounds
+                ]
             )
-            self._shared_ts.env_id.copy_(torch.arange(num_envs))
-            self._shared_action = nest.map_structure(
-                lambda s: s.zeros((num_envs,)).share_memory_(), self._action_spec
-            )
-            self._action_buffers = nest.flatten(self._shared_action)
-            self._call(None, "buffers", (self._shared_ts, self._shared_action))
+            self._receive_specs()
+            self._share_buffers()
         except BaseException:
             self.close()
             raise
+
+    def _start_workers(self, builds: list[_GroupBuild]) -> None:
+        """Starts one worker process per group (``spawn``), each connected by a pipe."""
+        ctx = mp.get_context("spawn")
+        for build in builds:
+            parent_conn, child_conn = ctx.Pipe()
+            process = ctx.Process(
+                target=_worker,
+                args=(child_conn, cloudpickle.dumps(build), os.getpid()),
+                name=f"alf-env-worker-{len(self._processes)}",
+                daemon=True,
+            )
+            process.start()
+            child_conn.close()  # so that the worker's death reads as EOF here
+            self._poller.register(parent_conn.fileno(), select.POLLIN)
+            self._worker_of_fd[parent_conn.fileno()] = len(self._conns)
+            self._conns.append(parent_conn)
+            self._processes.append(process)
+
+    def _receive_specs(self) -> None:
+        """Waits for every worker's specs (sent once its group is built); they must agree."""
+        specs = self._call(None)
+        self._observation_spec, self._action_spec = specs[0]
+        for w, spec in enumerate(specs[1:], 1):
+            if not _same_specs(spec, specs[0]):
+                raise self._error(w, f"has specs {spec}, different from worker 0's")
+        self._action_leaves = nest.flatten(self._action_spec)
+        self._discrete_bounds = [
+            (torch.as_tensor(s.minimum), torch.as_tensor(s.maximum)) if s.is_discrete else None
+            for s in self._action_leaves
+        ]
+
+    def _share_buffers(self) -> None:
+        """Allocates the batch's TimeStep and action nests in shared memory and hands
+        them to the workers."""
+        num_envs = self._num_envs
+        self._shared_ts = nest.map_structure(
+            lambda s: s.zeros((num_envs,)).share_memory_(), self.time_step_spec()
+        )
+        self._shared_ts.env_id.copy_(torch.arange(num_envs))
+        self._shared_action = nest.map_structure(
+            lambda s: s.zeros((num_envs,)).share_memory_(), self._action_spec
+        )
+        self._action_buffers = nest.flatten(self._shared_action)
+        self._call(None, "buffers", (self._shared_ts, self._shared_action))
 
     @property
     def batch_size(self) -> int:

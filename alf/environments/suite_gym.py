@@ -30,6 +30,9 @@ from typing import Any
 import gymnasium as gym
 
 from alf.config import configurable
+from alf.environments.atari import AtariPreset
+from alf.environments.legacy_gym import make_legacy
+from alf.environments.vizdoom import VizdoomPreset
 from alf.errors import UserError, install_hint
 
 __all__ = [
@@ -184,12 +187,8 @@ def _preset_object(preset: Any) -> Any:
     if preset is None or not isinstance(preset, str):
         return preset
     if preset == "atari":
-        from alf.environments.atari import AtariPreset
-
         return AtariPreset()
     if preset == "vizdoom":
-        from alf.environments.vizdoom import VizdoomPreset
-
         return VizdoomPreset()
     raise ValueError(f"suite_gym.load.preset must be None or one of {_PRESETS}, got '{preset}'")
 
@@ -278,8 +277,6 @@ def load(
             env_kwargs=env_kwargs,
         )
     elif legacy_api:
-        from alf.environments.legacy_gym import make_legacy
-
         env = make_legacy(
             env_id,
             render_mode=render_mode,
