@@ -92,8 +92,9 @@ def test_gin_configured_wrapper_through_create_environment():
 
 def test_gin_configured_wrapper_reaches_subprocess_workers():
     _masked_cart_pole_config()
-    env = create_environment("CartPole-v1", 2, seed=3, vectorization_mode="subprocess",
-                             num_workers=1)
+    env = create_environment(
+        "CartPole-v1", 2, seed=3, vectorization_mode="subprocess", num_workers=1
+    )
     sync_env = create_environment("CartPole-v1", 2, seed=3)
     try:
         assert env.observation_spec().shape == (2,)
@@ -180,8 +181,11 @@ def test_reward_sign_and_channel_first():
     assert env.observation_space.shape == (3, 5, 4)
     obs, _ = env.reset()
     assert obs[1, 2, 3] == np.arange(60).reshape(5, 4, 3)[2, 3, 1]
-    gray = ChannelFirst(gym.wrappers.TransformObservation(
-        Image(), lambda o: o[..., 0], gym.spaces.Box(0, 255, (5, 4), dtype=np.uint8)))
+    gray = ChannelFirst(
+        gym.wrappers.TransformObservation(
+            Image(), lambda o: o[..., 0], gym.spaces.Box(0, 255, (5, 4), dtype=np.uint8)
+        )
+    )
     assert gray.observation_space.shape == (1, 5, 4) and gray.reset()[0].shape == (1, 5, 4)
 
 
