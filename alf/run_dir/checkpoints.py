@@ -16,6 +16,9 @@ data only) whose keys and owners are:
                                        (required)
 ``replay_buffer``                      ``RLAlgorithm.data_checkpoint_state()`` when not
                                        None (a replay buffer with ``enable_checkpoint``)
+``policies``                           the run's frozen policies, when it has some
+                                       (``TrainerConfig.frozen_policies``): name ->
+                                       their algorithm's parameters and statistics
 =====================================  ==================================================
 
 :class:`RunCheckpoint` is that dict as a typed record; :func:`read_checkpoint` reads a
@@ -280,6 +283,7 @@ class RunCheckpoint:
         rng: the random-number states, by key.
         bindings: the config's bindings (None in checkpoints written without them).
         data: ``RLAlgorithm.data_checkpoint_state()`` (None: nothing saved).
+        policies: the frozen policies' parameters and statistics, by name.
         path: the file it was read from (None for one not yet written).
     """
 
@@ -291,6 +295,7 @@ class RunCheckpoint:
     rng: dict[str, Any] = field(default_factory=dict)
     bindings: dict[str, str] | None = None
     data: Any = None
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     path: str | None = None
 
     @property
@@ -315,6 +320,8 @@ class RunCheckpoint:
             del state["bindings"]
         if self.data is not None:
             state["replay_buffer"] = self.data
+        if self.policies:
+            state["policies"] = self.policies
         return state
 
     @classmethod
@@ -330,6 +337,7 @@ class RunCheckpoint:
             rng={key: state[key] for key in _RNG_KEYS if key in state},
             bindings=dict(state["bindings"]) if "bindings" in state else None,
             data=state.get("replay_buffer"),
+            policies=dict(state.get("policies", {})),
             path=path,
         )
 

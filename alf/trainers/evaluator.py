@@ -91,6 +91,16 @@ class Evaluator:
         self.max_episode_steps = max_episode_steps or own_limit or DEFAULT_MAX_EVAL_EPISODE_STEPS
         self.cap_setting = cap_setting
 
+    def with_policy(self, policy: Policy) -> Evaluator:
+        """An evaluator of ``policy`` in the same environment, with the same settings."""
+        return Evaluator(
+            env=self.env,
+            policy=policy,
+            num_episodes=self.num_episodes,
+            max_episode_steps=self.max_episode_steps,
+            cap_setting=self.cap_setting,
+        )
+
     @torch.no_grad()
     def evaluate(self, max_steps: int = 10_000_000) -> EvalResult:
         """Plays the episodes and returns their returns and lengths (at most

@@ -125,10 +125,12 @@ def make_checkpoint(
     env_steps: int,
     train_time_s: float,
     wall_time_s: float,
+    policies: dict[str, dict[str, Any]],
 ) -> RunCheckpoint | None:
     """The checkpoint of a run at ``iteration``: the algorithm's state (on the CPU), its
-    data (a replay buffer with ``enable_checkpoint``), the random states, the config and
-    the counters. None on ranks other than 0, which only contribute their random state.
+    data (a replay buffer with ``enable_checkpoint``), the frozen policies' ``policies``
+    (name -> parameters), the random states, the config and the counters. None on ranks
+    other than 0, which only contribute their random state.
 
     In a data-parallel run, this is a collective that also checks that every rank holds
     the same parameters (:class:`~alf.utils.distributed.DistributedError` if not).
@@ -149,6 +151,7 @@ def make_checkpoint(
         algorithm=to_device(algorithm.checkpoint_state(), "cpu"),
         # (data-parallel runs refuse a replay-buffer checkpoint: prepare_learning)
         data=algorithm.data_checkpoint_state(),
+        policies=policies,
     )
 
 

@@ -27,6 +27,7 @@ from alf.trainers.env_faults import (
     start_env_watchdog,
 )
 from alf.trainers.evaluator import EvalResult
+from alf.trainers.frozen_policies import frozen_policy_states, load_frozen_policies
 from alf.trainers.resume import (
     check_resumed_config,
     make_checkpoint,
@@ -148,6 +149,18 @@ class RLTrainer:
         self.policy = parts.policy
         """What acts in this process (collection and evaluation): a policy of the
         algorithm, or of its CPU copy when training on another device."""
+        self.frozen_policies = load_frozen_policies(
+            config,
+            observation_spec=self.policy.observation_spec,
+            action_spec=self.policy.action_spec,
+            resume=resume,
+        )
+        """The run's other policies (``TrainerConfig.frozen_policies``), by name."""
+        self._frozen_evaluators = {
+            name: self.evaluator.with_policy(policy)
+            for name, policy in self.frozen_policies.items()
+            if self.evaluator is not None
+        }
         num_envs = parts.num_envs
         self.algorithm.prepare_learning(
             learning_setup(config, num_envs=num_envs, ranks=self._ranks)
@@ -282,6 +295,7 @@ class RLTrainer:
             env_steps=self.env_steps,
             train_time_s=self.train_time_s,
             wall_time_s=self.clock.seconds,
+            policies=frozen_policy_states(self.frozen_policies),
         )
         if checkpoint is None:
             return None
@@ -305,6 +319,7 @@ class RLTrainer:
             return None
         try:
             result = self.evaluator.evaluate()
+            others = {name: ev.evaluate() for name, ev in self._frozen_evaluators.items()}
         except COLLECTION_FAILURES:
             checkpoint_healthy_learner(self)
             raise
@@ -315,7 +330,11 @@ class RLTrainer:
         if target is not None and result.average_return >= target:
             self.reached_target = True
         write_eval_summary(
-            self.summary, result, self._counters(), summary_step=self._summary_step()
+            self.summary,
+            result,
+            self._counters(),
+            summary_step=self._summary_step(),
+            others=others,
         )
         return result
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -88,36 +89,62 @@ class DivergenceGuard:
             )
 
 
+def _eval_scalars(result: EvalResult, prefix: str = "") -> dict[str, float]:
+    """An evaluation's summary scalars, their names prefixed by ``prefix``."""
+    scalars = {
+        "average_return": result.average_return,
+        "return_std": float(np.std(result.returns)),
+        "average_episode_length": result.average_episode_length,
+        # Only when some were cut (TrainerConfig.max_eval_episode_steps).
+        **({"cut_episodes": result.num_cut_episodes} if result.num_cut_episodes else {}),
+    }
+    return {prefix + name: value for name, value in scalars.items()}
+
+
+def _episodes(result: EvalResult) -> dict[str, list]:
+    return {
+        "returns": [float(r) for r in result.returns],
+        "lengths": [int(n) for n in result.lengths],
+        "cut": [bool(c) for c in result.cut],
+    }
+
+
+_NO_OTHERS: Mapping[str, EvalResult] = MappingProxyType({})
+
+
 def write_eval_summary(
     summary: SummaryLogger,
     result: EvalResult,
     counters: dict[str, Any],
     *,
     summary_step: int,
+    others: Mapping[str, EvalResult] = _NO_OTHERS,
 ) -> None:
     """Writes an evaluation's average return and episode length (with the run's
-    ``counters``: iteration, env steps, times) and logs it."""
+    ``counters``: iteration, env steps, times) and logs it.
+
+    Args:
+        summary: the run's summary writer.
+        result: the trained policy's evaluation (``eval/average_return``...).
+        counters: iteration, env steps and times.
+        summary_step: the summaries' x-axis value.
+        others: the evaluations of the run's other policies, by name
+            (``eval/<name>/average_return``...; ``policies`` in ``evaluations.jsonl``).
+    """
+    scalars = _eval_scalars(result)
+    for name, other in others.items():
+        scalars.update(_eval_scalars(other, f"{name}/"))
     summary.write(
         "eval",
-        {
-            "average_return": result.average_return,
-            "return_std": float(np.std(result.returns)),
-            "average_episode_length": result.average_episode_length,
-            # Only when some were cut (TrainerConfig.max_eval_episode_steps).
-            **({"cut_episodes": result.num_cut_episodes} if result.num_cut_episodes else {}),
-        },
+        scalars,
         counters,
         env_steps=summary_step,
         iteration=counters["iteration"],
     )
-    summary.write_episodes(
-        {
-            **counters,
-            "returns": [float(r) for r in result.returns],
-            "lengths": [int(n) for n in result.lengths],
-            "cut": [bool(c) for c in result.cut],
-        }
-    )
+    record = {**counters, **_episodes(result)}
+    if others:
+        record["policies"] = {name: _episodes(other) for name, other in others.items()}
+    summary.write_episodes(record)
     logging.info(
         "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes",
         counters["iteration"],

@@ -98,6 +98,12 @@ class TrainerConfig:
         callbacks: objects called after every iteration and evaluation (see
             :mod:`alf.trainers.callbacks`), e.g. ``[@StopOnPlateau()]``; one can stop the
             run.
+        frozen_policies: more policies the run holds besides the one it trains, by name:
+            ``{"start": "/runs/ppo/checkpoints/ckpt-10.pt"}`` (a checkpoint file, or a run
+            directory for its newest checkpoint) of a run of the same algorithm and
+            environment. Their parameters never change; each is evaluated beside the
+            trained policy (``eval/<name>/average_return``...) and saved in the run's
+            checkpoints under its name, so a resumed run needs no source file.
         env_timeout_s: seconds one ``reset`` or ``step`` of the learner's own
             environments (``sync`` and ``vector_entry_point`` backends, training and
             evaluation) may take before the run stops with one line naming the call and
@@ -216,6 +222,7 @@ class TrainerConfig:
     max_eval_episode_steps: int | None = None
     video_interval: int = 0
     callbacks: Sequence[Callback] = ()
+    frozen_policies: dict[str, str] = dataclasses.field(default_factory=dict)
     env_timeout_s: float | None = 600.0
     evaluate: bool = True
     checkpoint_interval: int = 100
@@ -300,6 +307,7 @@ class TrainerConfig:
             "one of " + ", ".join(map(repr, NONFINITE_DATA_POLICIES)),
         )
         self._check_trackers()
+        self._check_frozen_policies()
 
     def _check(self, ok: bool, name: str, allowed: str) -> None:
         if not ok:
@@ -346,6 +354,21 @@ class TrainerConfig:
     def offline_only(self) -> bool:
         """Whether training uses offline data alone (no environment steps)."""
         return self.offline_fraction >= 1.0 and bool(self.offline_buffer_dirs)
+
+    def _check_frozen_policies(self) -> None:
+        for name, source in self.frozen_policies.items():
+            if not isinstance(name, str) or not name or "/" in name or name == "policy":
+                raise invalid_value(
+                    "TrainerConfig.frozen_policies",
+                    self.frozen_policies,
+                    f"names without '/' other than 'policy' (the trained one); got {name!r}",
+                )
+            if not isinstance(source, str) or not source.strip():
+                raise invalid_value(
+                    f"TrainerConfig.frozen_policies[{name!r}]",
+                    source,
+                    "the path of a checkpoint file or of a run directory",
+                )
 
     def _check_trackers(self) -> None:
         for name in ("wandb_project", "mlflow_tracking_uri"):
