@@ -165,7 +165,7 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
     "unrollers": _CORE | {"algorithms", "environments", "utils", "configurables", "run_dir"},
     "trainers": _CORE
     | {"saved_config", "run_dir", "utils", "environments", "algorithms", "unrollers"},
-    "export": _CORE | {"trainers"},
+    "export": _CORE | {"algorithms"},
     # The research tools read run directories (no torch); checking a sweep's bindings
     # before launching registers the configurables (lazily, in that function).
     "experiments": {"errors", "config", "configurables", "run_dir"},
