@@ -18,8 +18,7 @@ from alf.config import invalid_value
 from alf.data_structures import Experience, LossInfo, StepType, Trajectory
 from alf.networks import state_spec_of
 from alf.networks.action_mask import ActionMask, ActionMaskError
-from alf.replay_buffers import ReplayBuffer, ReplayBufferError
-from alf.replay_buffers.mixed_replay import MixedReplay
+from alf.replay_buffers import MixedReplay, ReplayBuffer, ReplayBufferError
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.tensor_specs import TensorSpec
 from alf.utils.device import to_device
