@@ -252,10 +252,12 @@ class OffPolicyAlgorithm(RLAlgorithm):
 
     def set_offline_buffers(self, buffers: Sequence[ReplayBuffer], fraction: float) -> None:
         """Mixes ``fraction`` of every mini-batch from ``buffers`` (sampled in proportion
-        to their sizes) into training; ``fraction=1`` trains on them alone.
+        to their sizes) into training; ``fraction=1`` trains on them alone. Replaces
+        :attr:`replay` with a new :class:`MixedReplay` of the online buffer and ``buffers``.
 
         Raises:
             ValueError: no buffers, or ``fraction`` not in (0, 1].
+            RuntimeError: before :meth:`build_replay_buffer`.
         """
         if not 0.0 < fraction <= 1.0:
             raise ValueError(f"offline fraction must be in (0, 1], got {fraction}")
