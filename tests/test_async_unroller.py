@@ -117,7 +117,7 @@ def test_published_parameters_reach_the_actors_and_versions_are_stamped(algorith
             last = [m for m in algorithm.actor_network.modules() if isinstance(m, torch.nn.Linear)]
             last[-1].bias.copy_(torch.tensor([-1e4, 1e4]))
         for _ in range(2):
-            unroller.publish(algorithm)
+            unroller.publish(Policy(algorithm=algorithm))
         assert unroller.version == 3
         newest = []
         for _ in range(20):
@@ -148,7 +148,7 @@ def test_fragments_older_than_max_policy_lag_are_dropped(algorithm):
         while unroller._queue_depth() < 3 and deadline:
             threading.Event().wait(0.1)
             deadline -= 1
-        unroller.publish(algorithm)
+        unroller.publish(Policy(algorithm=algorithm))
         (fragment,) = unroller.collect()
         stats = unroller.pop_stats()
         version = unroller.version

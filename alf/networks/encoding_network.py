@@ -225,7 +225,10 @@ class EncodingNetwork(nn.Module):
         """Whether the network only flattens and concatenates its input (no layers)."""
         return self.input_encoder is None and len(self.mlp) == 0 and self.lstm is None
 
-    def _encode_input(self, observation: Any) -> torch.Tensor:
+    def encode_input(self, observation: Any) -> torch.Tensor:
+        """The ``[B, in]`` float input of the MLP for a ``[B, ...]`` observation nest: the
+        input preprocessors' output, or the flattened and concatenated leaves (what
+        :class:`~alf.networks.fused_actor_value.FusedActorValue` evaluates from)."""
         if self.input_encoder is not None:
             return self.input_encoder(observation)
         if self._single_input:
@@ -244,7 +247,7 @@ class EncodingNetwork(nn.Module):
         networks; a recurrent one is stepped with :meth:`step`)."""
         if self.lstm is not None:
             raise TypeError("This EncodingNetwork has LSTM layers: call step(observation, state)")
-        x = self._encode_input(observation)
+        x = self.encode_input(observation)
         if torch.is_grad_enabled():
             return self.mlp(x)
         return mlp_inference(self.mlp, x)
@@ -256,7 +259,7 @@ class EncodingNetwork(nn.Module):
         The caller resets the state to zeros where an episode starts."""
         if self.lstm is None:
             return self(observation), state
-        x = self._encode_input(observation)
+        x = self.encode_input(observation)
         x = self.mlp(x) if torch.is_grad_enabled() else mlp_inference(self.mlp, x)
         x, state = self.lstm(x, state)
         if self.post is not None:
@@ -283,7 +286,7 @@ class EncodingNetwork(nn.Module):
         flat = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), observation)
         if self.lstm is None:
             return self(flat), state
-        x = self.mlp(self._encode_input(flat))
+        x = self.mlp(self.encode_input(flat))
         x, state = self.lstm.unroll(x.reshape(length, batch, -1), state, first)
         x = x.reshape(length * batch, -1)
         if self.post is not None:

@@ -254,7 +254,7 @@ class FusedActorValue:
     def __call__(self, observation: Any) -> tuple[td.Distribution, torch.Tensor]:
         """The actor's action distribution and the ``[B]`` values of a ``[B, ...]``
         observation nest."""
-        return self._evaluate(self.actor.encoder._encode_input(observation))
+        return self._evaluate(self.actor.encoder.encode_input(observation))
 
     def _evaluate(self, x: torch.Tensor) -> tuple[td.Distribution, torch.Tensor]:
         """:meth:`__call__` of the ``[B, in]`` encoded observations."""
@@ -274,7 +274,7 @@ class FusedActorValue:
         module's docstring), else from :meth:`__call__`'s distribution."""
         if self._numpy_eval is None:
             self._numpy_eval = (self.numpy and _NumpyActorValue.build(self)) or False
-        x = self.actor.encoder._encode_input(observation)
+        x = self.actor.encoder.encode_input(observation)
         array = host_array(x) if self._numpy_eval else None
         if array is not None:
             action, log_prob, value = self._numpy_eval(array)

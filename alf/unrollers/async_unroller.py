@@ -232,7 +232,6 @@ class AsyncUnroller(Collector):
         self._started_at = time.monotonic()
         # Close the actors even if the owner forgets to (or dies by an exception).
         self._finalizer = weakref.finalize(self, _shutdown, self._channels, self._processes)
-        torch_seeds = np.random.SeedSequence(seed).spawn(num_actors)
         setup = ActorSetup(
             actor_id=0,
             config_text=config_text,
@@ -247,21 +246,27 @@ class AsyncUnroller(Collector):
             double_buffering=double_buffering,
         )
         try:
-            for actor_id in range(num_actors):
-                first_env = actor_id * self.envs_per_actor
-                self._start_actor(
-                    ctx,
-                    dataclasses.replace(
-                        setup,
-                        actor_id=actor_id,
-                        env_seed=seed + first_env,
-                        torch_seed=int(torch_seeds[actor_id].generate_state(1)[0]),
-                        env_id_offset=first_env,
-                    ),
-                )
+            self._start_actors(ctx, setup)
         except BaseException:
             self.close()
             raise
+
+    def _start_actors(self, ctx: Any, setup: ActorSetup) -> None:
+        """Starts the actor processes: ``setup`` with each one's id, seeds and first
+        global environment id (``setup.env_seed`` is the first environment's seed)."""
+        torch_seeds = np.random.SeedSequence(setup.env_seed).spawn(self.num_actors)
+        for actor_id in range(self.num_actors):
+            first_env = actor_id * self.envs_per_actor
+            self._start_actor(
+                ctx,
+                dataclasses.replace(
+                    setup,
+                    actor_id=actor_id,
+                    env_seed=setup.env_seed + first_env,
+                    torch_seed=int(torch_seeds[actor_id].generate_state(1)[0]),
+                    env_id_offset=first_env,
+                ),
+            )
 
     def _open_channels(self, ctx: Any, policy: Policy, num_buffers: int) -> ActorChannels:
         """The shared buffers, parameters (``policy``'s, published), queues and
