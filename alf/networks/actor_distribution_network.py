@@ -33,13 +33,21 @@ from alf.utils.distributions import (
 )
 from alf.utils.numpy_draws import draw_categorical, draw_diag_normal, host_array
 
-__all__ = ["ActorDistributionNetwork"]
+__all__ = [
+    "ActorDistributionNetwork",
+    "HeadOptions",
+    "action_distribution",
+    "add_action_heads",
+    "bounded_action_specs",
+    "head_options",
+    "numpy_action_draw",
+]
 
 _MIN_LOG_STD, _MAX_LOG_STD = -20.0, 2.0  # bounds of a state-dependent log-std ("exp")
 
 
 @dataclass(frozen=True, kw_only=True)
-class _HeadOptions:
+class HeadOptions:
     """The continuous heads' settings, shared by every leaf."""
 
     state_dependent_std: bool
@@ -49,7 +57,7 @@ class _HeadOptions:
     std_transform: Literal["softplus", "exp"]
 
 
-def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: _HeadOptions) -> None:
+def _add_head(owner: nn.Module, spec: BoundedTensorSpec, size: int, options: HeadOptions) -> None:
     """Adds the layers that turn ``[B, size]`` features into ``spec``'s distribution to
     ``owner`` (the network itself for a single action, else one module per leaf), under
     the names a single action's checkpoints have always used."""
@@ -90,7 +98,7 @@ def _linear(layer: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, layer.weight, layer.bias)
 
 
-def _std(raw_std: torch.Tensor, options: _HeadOptions) -> torch.Tensor:
+def _std(raw_std: torch.Tensor, options: HeadOptions) -> torch.Tensor:
     """The standard deviation from the std parameter or output, by ``std_transform``."""
     if options.std_transform == "exp":
         if options.state_dependent_std:  # a network output: bound it as SB3 does
@@ -103,7 +111,7 @@ def _head_distribution(
     owner: nn.Module,
     spec: BoundedTensorSpec,
     hidden: torch.Tensor,
-    options: _HeadOptions,
+    options: HeadOptions,
     mask: torch.Tensor | None,
 ) -> td.Distribution:
     """The distribution of one action leaf from the layers :func:`_add_head` added."""
@@ -135,7 +143,7 @@ NumpyDraw = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def _numpy_head_draw(
-    owner: nn.Module, spec: BoundedTensorSpec, options: _HeadOptions
+    owner: nn.Module, spec: BoundedTensorSpec, options: HeadOptions
 ) -> NumpyDraw | None:
     """:func:`_head_distribution`'s draw and log-probability in numpy, from the head's
     parameters as they are now (None where only torch can: several action elements, a
@@ -170,6 +178,87 @@ def _numpy_head_draw(
         return draw_diag_normal(mean, std, log_std_sum, len(shape))
 
     return draw_continuous
+
+
+def bounded_action_specs(owner: str, action_spec: Any) -> list[BoundedTensorSpec]:
+    """The leaves of ``action_spec``, checked to be bounded specs.
+
+    Args:
+        owner: the network's name, for the message.
+        action_spec: nest of specs of one action.
+
+    Raises:
+        UnsupportedActionSpaceError: a leaf is not a bounded spec, or there is none.
+    """
+    specs = nest.flatten(action_spec)
+    if not specs or not all(isinstance(s, BoundedTensorSpec) for s in specs):
+        raise UnsupportedActionSpaceError(
+            f"{owner} needs bounded action specs (Gymnasium Discrete, "
+            f"MultiDiscrete, MultiBinary, Box, or Dict/Tuple of them), got "
+            f"{describe_spec(action_spec)}"
+        )
+    return specs
+
+
+def head_options(*, owner: str, **options: Any) -> HeadOptions:
+    """The :class:`HeadOptions` of ``options`` (its fields), ``std_transform`` checked
+    (the message names ``owner``)."""
+    if options["std_transform"] not in ("softplus", "exp"):
+        raise invalid_value(
+            f"{owner}.std_transform", options["std_transform"], "'softplus' or 'exp'"
+        )
+    return HeadOptions(**options)
+
+
+def add_action_heads(
+    owner: nn.Module, *, action_spec: Any, size: int, options: HeadOptions
+) -> None:
+    """Adds to ``owner`` the layers that turn ``[B, size]`` features into the distribution
+    of an ``action_spec`` action (on ``owner`` itself for a single action, else one
+    module per leaf in ``owner.heads``: the names an :class:`ActorDistributionNetwork`'s
+    checkpoints have always used), and what :func:`action_distribution` reads back.
+
+    Raises:
+        UnsupportedActionSpaceError: an action leaf is not a bounded spec.
+    """
+    owner._specs = bounded_action_specs(type(owner).__name__, action_spec)
+    owner._action_spec = action_spec
+    owner._single = nest.is_single(action_spec)
+    owner._options = options
+    if owner._single:
+        _add_head(owner, owner._specs[0], size, options)
+        return
+    owner.heads = nn.ModuleList()
+    for spec in owner._specs:
+        head = nn.Module()
+        _add_head(head, spec, size, options)
+        owner.heads.append(head)
+
+
+def action_distribution(
+    owner: nn.Module, hidden: torch.Tensor, mask: torch.Tensor | None
+) -> td.Distribution:
+    """The action distribution of the layers :func:`add_action_heads` added to ``owner``,
+    from ``[B, size]`` features and an invalid-action mask (see
+    :meth:`~alf.networks.action_mask.ActionMask.split`) or None: a distribution per
+    action leaf, a :class:`~alf.utils.distributions.NestDistribution` of several."""
+    options = owner._options
+    if owner._single:
+        return _head_distribution(owner, owner._specs[0], hidden, options, mask)
+    dists = [
+        _head_distribution(head, spec, hidden, options, None)
+        for head, spec in zip(owner.heads, owner._specs, strict=True)
+    ]
+    return NestDistribution(dists=dists, structure=owner._action_spec)
+
+
+def numpy_action_draw(owner: nn.Module) -> NumpyDraw | None:
+    """The draw of :func:`action_distribution` in numpy for the layers
+    :func:`add_action_heads` added to ``owner`` (see
+    :meth:`ActorDistributionNetwork.numpy_draw`; None for several action leaves)."""
+    if not owner._single:
+        return None
+    return _numpy_head_draw(owner, owner._specs[0], owner._options)
 
 
 @configurable
@@ -234,22 +323,17 @@ class ActorDistributionNetwork(nn.Module):
         lstm_hidden_size: int | Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        if std_transform not in ("softplus", "exp"):
-            raise invalid_value(
-                "ActorDistributionNetwork.std_transform", std_transform, "'softplus' or 'exp'"
-            )
-        self._specs = nest.flatten(action_spec)
-        if not self._specs or not all(isinstance(s, BoundedTensorSpec) for s in self._specs):
-            raise UnsupportedActionSpaceError(
-                "ActorDistributionNetwork needs bounded action specs (Gymnasium Discrete, "
-                f"MultiDiscrete, MultiBinary, Box, or Dict/Tuple of them), got "
-                f"{describe_spec(action_spec)}"
-            )
-        self._action_spec = action_spec
-        self._single = nest.is_single(action_spec)
-        self._mask = ActionMask(
-            owner="ActorDistributionNetwork", input_spec=input_spec, action_spec=action_spec
+        owner = "ActorDistributionNetwork"
+        options = head_options(
+            owner=owner,
+            state_dependent_std=state_dependent_std,
+            init_std=init_std,
+            min_std=min_std,
+            squash=squash,
+            std_transform=std_transform,
         )
+        bounded_action_specs(owner, action_spec)  # the error before building anything
+        self._mask = ActionMask(owner=owner, input_spec=input_spec, action_spec=action_spec)
         self.encoder = EncodingNetwork(
             input_spec=self._mask.input_spec,
             fc_layer_params=fc_layer_params,
@@ -260,22 +344,9 @@ class ActorDistributionNetwork(nn.Module):
                 lstm_hidden_size=lstm_hidden_size,
             ),
         )
-        self._options = _HeadOptions(
-            state_dependent_std=state_dependent_std,
-            init_std=init_std,
-            min_std=min_std,
-            squash=squash,
-            std_transform=std_transform,
+        add_action_heads(
+            self, action_spec=action_spec, size=self.encoder.output_size, options=options
         )
-        size = self.encoder.output_size
-        if self._single:
-            _add_head(self, self._specs[0], size, self._options)
-        else:
-            self.heads = nn.ModuleList()
-            for spec in self._specs:
-                head = nn.Module()
-                _add_head(head, spec, size, self._options)
-                self.heads.append(head)
 
     @property
     def state_spec(self) -> Any:
@@ -318,13 +389,7 @@ class ActorDistributionNetwork(nn.Module):
     def distribution(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> td.Distribution:
         """The action distribution from the encoder's ``[B, size]`` output ``hidden`` and
         the invalid-action mask as :meth:`action_mask` gives it (or None)."""
-        if self._single:
-            return _head_distribution(self, self._specs[0], hidden, self._options, mask)
-        dists = [
-            _head_distribution(head, spec, hidden, self._options, None)
-            for head, spec in zip(self.heads, self._specs, strict=True)
-        ]
-        return NestDistribution(dists=dists, structure=self._action_spec)
+        return action_distribution(self, hidden, mask)
 
     def numpy_draw(self) -> NumpyDraw | None:
         """The head's draw in numpy (:mod:`alf.utils.numpy_draws`): a function from the
@@ -336,6 +401,6 @@ class ActorDistributionNetwork(nn.Module):
         torch can: several action leaves, an invalid-action mask, a ``MultiDiscrete``
         action, a squashed Normal or a state-dependent standard deviation, parameters
         that are not float32 on the CPU."""
-        if not self._single or self.action_mask_key is not None:
+        if self.action_mask_key is not None:
             return None
-        return _numpy_head_draw(self, self._specs[0], self._options)
+        return numpy_action_draw(self)
