@@ -10,18 +10,18 @@ import torch
 import torch.distributions as td
 
 from alf import nest
+from alf.algorithms.actor_critic_networks import (
+    ActorCriticNetworks,
+    ActorCriticState,
+    SharedTorso,
+    make_actor_critic_networks,
+)
 from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
-from alf.networks import (
-    ActorDistributionNetwork,
-    ValueNetwork,
-    state_spec_of,
-    step_network,
-    unroll_network,
-)
-from alf.networks.fused_actor_value import FusedActorValue, fuse_actor_value
-from alf.utils.distributions import distribution_mode, sample
+from alf.networks import ActorDistributionNetwork, ValueNetwork
+from alf.networks.fused_actor_value import FusedActorValue
+from alf.utils.distributions import distribution_mode
 from alf.utils.value_ops import generalized_advantage_estimation
 
 __all__ = [
@@ -30,15 +30,6 @@ __all__ = [
     "ActorCriticState",
     "ActorCriticTrainInfo",
 ]
-
-
-class ActorCriticState(NamedTuple):
-    """The recurrent state of :meth:`ActorCriticAlgorithm.rollout_step` and
-    :meth:`~ActorCriticAlgorithm.train_step`: the actor's and the value network's states
-    (each ``()`` when that network is stateless)."""
-
-    actor: Any = ()
-    value: Any = ()
 
 
 class ActorCriticRolloutInfo(NamedTuple):
@@ -71,11 +62,23 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     :class:`~alf.algorithms.on_policy_algorithm.OnPolicyAlgorithm` steps it through
     sequences, starting from the stored rollout states.
 
+    With ``actor_value_network_ctor`` (e.g. :class:`~alf.networks.ActorValueNetwork`)
+    one network with a shared torso gives both the action distribution and the value
+    (``actor_value_network``, instead of ``actor_network`` and ``value_network``): an
+    image is encoded once per step, and the policy and the value loss both train the
+    torso. Its state (with LSTM layers) is the predict, rollout and train state. Which
+    of the two is used is decided once, here
+    (:mod:`~alf.algorithms.actor_critic_networks`).
+
     Args:
         observation_spec: nest of specs of one observation.
         action_spec: spec of one action.
         actor_network_ctor: builds the policy from ``input_spec`` and ``action_spec``.
         value_network_ctor: builds the value network from ``input_spec``.
+        actor_value_network_ctor: None (the default) builds the two networks above. Given,
+            it builds the one network, from ``input_spec`` and ``action_spec``, whose
+            call gives ``(dist, value)`` (see :class:`~alf.networks.ActorValueNetwork`);
+            ``actor_network_ctor`` and ``value_network_ctor`` must then be left unset.
         gamma: discount factor.
         gae_lambda: GAE's lambda.
         value_loss_coef: weight of the value loss.
@@ -84,7 +87,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         reward_scale: rewards are multiplied by this before computing targets.
         num_epochs: see :class:`OnPolicyAlgorithm` (A2C: 1).
         mini_batch_size: see :class:`OnPolicyAlgorithm` (A2C: None).
-        fused_rollout: evaluate the actor and value networks together in
+        fused_rollout: evaluate the separate actor and value networks together in
             ``rollout_step`` when both are plain MLPs of the same shape on the same
             observation (:class:`~alf.networks.fused_actor_value.FusedActorValue`: one
             operation per layer, the same parameters, results equal up to float
@@ -106,6 +109,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         action_spec: Any,
         actor_network_ctor: Callable[..., torch.nn.Module] = ActorDistributionNetwork,
         value_network_ctor: Callable[..., torch.nn.Module] = ValueNetwork,
+        actor_value_network_ctor: Callable[..., torch.nn.Module] | None = None,
         gamma: float = 0.99,
         gae_lambda: float = 0.95,
         value_loss_coef: float = 0.5,
@@ -125,18 +129,17 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             mini_batch_size=mini_batch_size,
             **kwargs,
         )
-        self.actor_network = actor_network_ctor(
-            input_spec=observation_spec, action_spec=action_spec
+        self._networks: ActorCriticNetworks = make_actor_critic_networks(
+            observation_spec=observation_spec,
+            action_spec=action_spec,
+            actor_network_ctor=actor_network_ctor,
+            value_network_ctor=value_network_ctor,
+            actor_value_network_ctor=actor_value_network_ctor,
+            fused_rollout=fused_rollout,
+            numpy_rollout=numpy_rollout,
         )
-        self.value_network = value_network_ctor(input_spec=observation_spec)
-        self._actor_state_spec = state_spec_of(self.actor_network)
-        self._value_state_spec = state_spec_of(self.value_network)
-        self._stateless = not nest.flatten((self._actor_state_spec, self._value_state_spec))
-        self._fused: FusedActorValue | None = None
-        if fused_rollout:
-            self._fused = fuse_actor_value(
-                self.actor_network, self.value_network, numpy=numpy_rollout
-            )
+        for name, network in self._networks.networks.items():
+            self.add_module(name, network)
         self.gamma = gamma
         self.gae_lambda = gae_lambda
         self.value_loss_coef = value_loss_coef
@@ -145,17 +148,22 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         self.reward_scale = reward_scale
 
     @property
+    def shared_torso(self) -> bool:
+        """Whether one :class:`~alf.networks.ActorValueNetwork` (``actor_value_network``)
+        gives the policy and the value, rather than ``actor_network`` and
+        ``value_network``."""
+        return isinstance(self._networks, SharedTorso)
+
+    @property
     def predict_state_spec(self) -> Any:
-        """The actor network's state spec (``()`` when it is stateless)."""
-        return self._actor_state_spec
+        """The actor's (or the shared torso's) state spec (``()`` when stateless)."""
+        return self._networks.predict_state_spec
 
     @property
     def rollout_state_spec(self) -> Any:
-        """An :class:`ActorCriticState` of both networks' state specs, ``()`` when both
-        are stateless."""
-        if self._stateless:
-            return ()
-        return ActorCriticState(actor=self._actor_state_spec, value=self._value_state_spec)
+        """Separate networks: an :class:`ActorCriticState` of both networks' state specs,
+        ``()`` when both are stateless. A shared torso: its state spec."""
+        return self._networks.rollout_state_spec
 
     @property
     def train_state_spec(self) -> Any:
@@ -163,21 +171,18 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         return self.rollout_state_spec
 
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        if self._stateless:
-            dist = self.actor_network(time_step.observation)
-        else:
-            dist, state = step_network(self.actor_network, time_step.observation, state)
+        dist, state = self._networks.predict(time_step.observation, state)
         return AlgStep(output=distribution_mode(dist), state=state)
 
-    def _step_networks(
-        self, observation: Any, state: Any
-    ) -> tuple[td.Distribution, torch.Tensor, Any]:
-        """The action distribution, the value and the new state of one time step."""
-        if self._stateless:
-            return self.actor_network(observation), self.value_network(observation), state
-        dist, actor_state = step_network(self.actor_network, observation, state.actor)
-        value, value_state = step_network(self.value_network, observation, state.value)
-        return dist, value, ActorCriticState(actor=actor_state, value=value_state)
+    def evaluate(self, observation: Any, state: Any) -> tuple[td.Distribution, torch.Tensor, Any]:
+        """The action distribution, the value and the new state of one time step (any
+        batch of steps with stateless networks)."""
+        return self._networks.evaluate(observation, state)
+
+    @property
+    def _fused(self) -> FusedActorValue | None:
+        """The separate networks' fused evaluation for collection (None without one)."""
+        return self._networks.fused
 
     @property
     def fused_rollout(self) -> bool:
@@ -196,21 +201,14 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         :meth:`~alf.networks.fused_actor_value.FusedActorValue.session`); outside a
         session it calls them one after the other."""
         if self.fused_rollout:
-            return self._fused.session()
+            return self._networks.session()
         return contextlib.nullcontext()
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        if self.fused_rollout and self._fused.applies():
-            action, log_prob, value = self._fused.sample(time_step.observation)
-            info = ActorCriticRolloutInfo(log_prob=log_prob, value=value)
-            return AlgStep(output=action, state=state, info=info)
-        if self._stateless:
-            dist = self.actor_network(time_step.observation)
-            value = self.value_network(time_step.observation)
-        else:
-            dist, value, state = self._step_networks(time_step.observation, state)
-        action = sample(dist)
-        info = ActorCriticRolloutInfo(log_prob=dist.log_prob(action), value=value)
+        action, log_prob, value, state = self._networks.sample(
+            time_step.observation, state, fused=self.fused_rollout
+        )
+        info = ActorCriticRolloutInfo(log_prob=log_prob, value=value)
         return AlgStep(output=action, state=state, info=info)
 
     def preprocess_experience(self, exp: Experience) -> Experience:
@@ -237,7 +235,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         """Recomputes the log-probabilities, entropies and values of ``exp``'s steps with
         gradients. Stateless networks: any batch of steps. Recurrent ones: one time step
         of ``[B]`` rows and its state; returns the new state."""
-        dist, value, state = self._step_networks(exp.observation, state)
+        dist, value, state = self._networks.evaluate(exp.observation, state)
         info = ActorCriticTrainInfo(
             log_prob=dist.log_prob(exp.action),
             entropy=dist.entropy(),
@@ -257,9 +255,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         """
         first = exp.step_type == StepType.FIRST
         outer = first.shape
-        actor_state, value_state = ((), ()) if self._stateless else (state.actor, state.value)
-        dist, actor_state = unroll_network(self.actor_network, exp.observation, actor_state, first)
-        value, value_state = unroll_network(self.value_network, exp.observation, value_state, first)
+        dist, value, state = self._networks.unroll(exp.observation, state, first)
         action = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), exp.action)
         info = ActorCriticTrainInfo(
             log_prob=dist.log_prob(action).reshape(outer),
@@ -267,8 +263,6 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             value=value.reshape(outer),
             rollout=exp.rollout_info,
         )
-        if not self._stateless:
-            state = ActorCriticState(actor=actor_state, value=value_state)
         return AlgStep(output=(), state=state, info=info)
 
     def advantages(self, info: ActorCriticTrainInfo) -> torch.Tensor:

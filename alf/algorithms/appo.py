@@ -106,7 +106,8 @@ class AppoAlgorithm(ActorCriticAlgorithm):
             those updates close to the behaviour policy.
         **kwargs: see :class:`ActorCriticAlgorithm` (``gamma``, ``value_loss_coef``,
             ``entropy_coef``, ``reward_scale``, ``actor_network_ctor``,
-            ``value_network_ctor``, optimizer, learning rate and gradient clipping).
+            ``value_network_ctor`` or ``actor_value_network_ctor``, optimizer, learning
+            rate and gradient clipping).
     """
 
     def __init__(
@@ -166,8 +167,8 @@ class AppoAlgorithm(ActorCriticAlgorithm):
 
         observation = nest.map_structure(flat, exp.observation)
         action = nest.map_structure(flat, exp.action)
-        log_prob = self.actor_network(observation).log_prob(action)
-        value = self.value_network(observation)
+        dist, value, _ = self.evaluate(observation, ())
+        log_prob = dist.log_prob(action)
         return log_prob.reshape(outer), value.reshape(outer)
 
     def preprocess_experience(self, exp: Experience) -> Experience:

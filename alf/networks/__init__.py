@@ -3,6 +3,7 @@ Q networks."""
 
 from alf.networks.actor_distribution_network import ActorDistributionNetwork
 from alf.networks.actor_network import ActorNetwork
+from alf.networks.actor_value_network import ActorValueNetwork
 from alf.networks.conv_encoder import NATURE_CONV_LAYERS, ConvEncoder
 from alf.networks.critic_network import CriticNetwork, QNetwork
 from alf.networks.encoding_network import ConcatEncoder, EncodingNetwork
@@ -21,6 +22,7 @@ __all__ = [
     "NATURE_CONV_LAYERS",
     "ActorDistributionNetwork",
     "ActorNetwork",
+    "ActorValueNetwork",
     "ConcatEncoder",
     "ConvEncoder",
     "CriticNetwork",
