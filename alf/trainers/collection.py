@@ -75,7 +75,7 @@ def build_collector(
             f"TrainerConfig.unroll_length={config.unroll_length}: async_unroll needs "
             "a whole number of steps per fragment"
         )
-    if config.offline_fraction >= 1.0 and config.offline_buffer_dir:
+    if config.offline_only:
         raise ValueError("TrainerConfig.async_unroll with offline_fraction=1.0 collects nothing")
     return AsyncUnroller(
         env_factory=functools.partial(
