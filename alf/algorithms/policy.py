@@ -111,6 +111,10 @@ class Policy:
         self.device = device
         self._transformer = algorithm.data_transformer
         self._transforms = not self._transformer.is_identity
+        # (the per-step state reset is skipped for a stateless algorithm)
+        self._stateful = bool(
+            nest.flatten(algorithm.rollout_state_spec) or nest.flatten(algorithm.predict_state_spec)
+        )
         self._call_state: PolicyState | None = None
         self._call_batch_size: int | None = None
 
@@ -152,7 +156,9 @@ class Policy:
         algorithm state reset where the step is FIRST, and the transformers' next state."""
         if self.device is not None:
             time_step = to_device(time_step, self.device)
-        algorithm_state = reset_state_on_first(state.algorithm, time_step.step_type)
+        algorithm_state = state.algorithm
+        if self._stateful:
+            algorithm_state = reset_state_on_first(algorithm_state, time_step.step_type)
         transform_state = state.transform
         if self._transforms:
             time_step, transform_state = self._transformer.transform_timestep(
