@@ -1,12 +1,15 @@
 """ALF's asynchronous APPO against Sample Factory 2 on this machine's CPU.
 
 Both frameworks train the same task with the same network shape (Sample Factory's
-'convnet_simple' encoder + 512 fc, ELU, separate actor and critic: SF's
-``--actor_critic_share_weights=False``, since ALF has no shared torso; no recurrent
-core), the same environment count, rollout, batch, mini-batches, learning rate (1e-3,
-constant in both: SF 2.1.1's command line offers no linear decay, so the ALF config's
-decay is overridden), clip, entropy bonus and frame skip, for the same frame budget;
-runs alternate between the frameworks seed by seed so drifting load hits both alike.
+'convnet_simple' encoder + 512 fc, ELU, no recurrent core; ``--network=separate``, the
+default: separate actor and critic encoders, SF's
+``--actor_critic_share_weights=False``, as ALF's example configs have them;
+``--network=shared``: one encoder in both, SF's default and ALF's
+``ActorValueNetwork``), the same environment count, rollout, batch, mini-batches,
+learning rate (1e-3, constant in both: SF 2.1.1's command line offers no linear decay,
+so the ALF config's decay is overridden), clip, entropy bonus and frame skip, for the
+same frame budget; runs alternate between the frameworks seed by seed so drifting load
+hits both alike.
 Reported per run: env frames/s (agent steps x frame skip, as Sample Factory counts
 them), the wall time to a score of the training episodes' average return (SF evaluates
 nothing during training, so both are judged by their training episodes), and the load
@@ -129,6 +132,31 @@ BENCHES: dict[str, Bench] = {
         score=10.0,
     ),
 }
+
+# ALF's shared torso (``ActorValueNetwork``: one encoder, action and value heads), the
+# layout of Sample Factory's default ``--actor_critic_share_weights=True``.
+_ALF_SHARED_TORSO = (
+    "AppoAlgorithm.actor_value_network_ctor=@ActorValueNetwork",
+    "ActorValueNetwork.fc_layer_params=(512,)",
+    "ActorValueNetwork.activation='elu'",
+)
+
+
+def with_network(bench: Bench, network: str) -> Bench:
+    """``bench`` with both frameworks' actor and critic ``"separate"`` (the configs as they
+    are) or ``"shared"`` (one encoder: SF's default, ALF's ``ActorValueNetwork``)."""
+    if network == "separate":
+        return bench
+    if network != "shared":
+        raise ValueError(f"--network must be 'separate' or 'shared', got {network!r}")
+    sf_args = tuple(
+        "--actor_critic_share_weights=True" if a.startswith("--actor_critic_share_weights") else a
+        for a in bench.sf_args
+    )
+    return dataclasses.replace(
+        bench, sf_args=sf_args, alf_params=(*bench.alf_params, *_ALF_SHARED_TORSO)
+    )
+
 
 _SF_LINE = re.compile(r"^\[(?P<ts>[\d-]+ [\d:]+),\d+\]\[\d+\] (?P<msg>.*)$")
 _SF_FRAMES = re.compile(r"Total num frames: (\d+)")
@@ -289,14 +317,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="/tmp/alf_sf_bench", help="logs, runs, results.json")
     parser.add_argument("--sf_venv", default="~/.cache/alf/sf_venv", help="SF's venv")
     parser.add_argument("--timeout_s", type=float, default=3600, help="wall limit per run")
+    parser.add_argument(
+        "--network",
+        default="separate",
+        choices=("separate", "shared"),
+        help="actor and critic with separate encoders (as the ALF configs) or one shared "
+        "encoder (SF's default; ALF's ActorValueNetwork)",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     python = ensure_sf_venv(Path(args.sf_venv).expanduser())
-    results: dict[str, Any] = {"machine": machine_info(), "uptime_start": _uptime(), "runs": []}
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "uptime_start": _uptime(),
+        "network": args.network,
+        "runs": [],
+    }
     print(results["uptime_start"], flush=True)
     for name in args.envs.split(","):
-        bench = BENCHES[name]
+        bench = with_network(BENCHES[name], args.network)
         for i, seed in enumerate(int(s) for s in args.seeds.split(",")):
             order = [run_sf, run_alf] if i % 2 == 0 else [run_alf, run_sf]
             for runner in order:
