@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import _thread
 import multiprocessing
 import os
 import signal
@@ -275,27 +274,42 @@ def test_hung_worker_times_out(user_module, no_leaks):
     assert time.monotonic() - start < 5
 
 
-def test_interrupt_while_waiting_closes_the_environment(user_module, no_leaks):
-    env = SubprocessEnvironment(
-        env_name=user_module,
-        num_envs=2,
-        num_workers=2,
-        seed=0,
-        env_kwargs={"hang_seed": 1, "hang_s": 20},
+_INTERRUPT_SCRIPT = """
+import _thread, signal, sys, threading
+import multiprocessing, torch
+from alf.environments.subprocess_environment import SubprocessEnvironment
+
+env = SubprocessEnvironment(env_name=sys.argv[1], num_envs=2, num_workers=2, seed=0,
+                            env_kwargs={"hang_seed": 1, "hang_s": 20})
+env.reset()
+threading.Timer(0.3, _thread.interrupt_main, (signal.SIGINT,)).start()
+try:
+    env.step(torch.zeros(2, dtype=torch.int64))
+    print("step returned")
+except KeyboardInterrupt:
+    print("interrupted")
+print("workers", env.worker_pids, multiprocessing.active_children())
+try:
+    env.step(torch.zeros(2, dtype=torch.int64))
+except RuntimeError as err:
+    print("then", err)
+"""
+
+
+def test_interrupt_while_waiting_closes_the_environment(user_module, tmp_path):
+    # In a process of its own: in the full suite, state left in this process by earlier
+    # tests once kept the interrupt from surfacing (3 of 3 full runs, never alone).
+    result = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_SCRIPT, user_module],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
     )
-    env.reset()
-    # Ctrl-C as Python sees it (SIGINT's handler raising KeyboardInterrupt in the main
-    # thread). Simulated rather than sent with os.kill: in the full suite, an earlier test's
-    # library can leave a C-level SIGINT handler in this process (seen with pytest-xdist's
-    # file distribution; not reproduced alone), and the test is about the environment.
-    interrupter = threading.Timer(0.3, _thread.interrupt_main, (signal.SIGINT,))
-    interrupter.start()
-    with pytest.raises(KeyboardInterrupt):
-        env.step(torch.zeros(2, dtype=torch.int64))
-    interrupter.join()
-    assert env.worker_pids == []
-    with pytest.raises(RuntimeError, match="closed"):
-        env.step(torch.zeros(2, dtype=torch.int64))
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["interrupted", "workers [] []"], result.stdout + result.stderr
+    assert "closed" in lines[2], result.stdout
 
 
 def test_workers_exit_when_the_parent_dies():
