@@ -30,6 +30,8 @@ from alf.environments.alf_environment import AlfEnvironment
 from alf.environments.atari import envpool_atari_id
 from alf.environments.envpool_environment import EnvPoolEnvironment
 from alf.environments.gymnasium_environment import GymnasiumEnvironment
+from alf.environments.pettingzoo_environment import pettingzoo_environment
+from alf.environments.pettingzoo_games import game_info, is_pettingzoo
 from alf.environments.subprocess_environment import SubprocessEnvironment
 from alf.environments.suite_gym import resolve_env_id
 from alf.environments.sync_vector import sync_vector_environment
@@ -86,9 +88,40 @@ Backend = Callable[[BackendRequest], AlfEnvironment]
 """A function that builds the batch a :class:`BackendRequest` describes."""
 
 
+def _check_pettingzoo(request: BackendRequest, backend: str) -> int:
+    """For a PettingZoo game: checks the backend can step it and returns its rows per
+    game (the number of agents, or 1 for a turn-based game's learner row)."""
+    if backend not in ("sync", "subprocess"):
+        raise ValueError(
+            f"vectorization_mode={backend!r} cannot step the PettingZoo game "
+            f"'{request.env_name}': use 'sync' or 'subprocess'"
+        )
+    if request.options.customized:
+        raise ValueError(
+            f"suite_gym.load's preset, wrappers and legacy_api apply to Gymnasium "
+            f"environments, not to the PettingZoo game '{request.env_name}'"
+        )
+    info = game_info(request.env_name, request.env_kwargs)
+    return 1 if info.turn_based else len(info.agents)
+
+
 def sync_backend(request: BackendRequest) -> AlfEnvironment:
     """``"sync"``: a Gymnasium ``SyncVectorEnv`` of ``suite_gym.load`` environments, in
-    this process (cheap environments)."""
+    this process (cheap environments); a PettingZoo game's batch
+    (:mod:`~alf.environments.pettingzoo_environment`) for ``pettingzoo:<module>``."""
+    if is_pettingzoo(request.env_name):
+        _check_pettingzoo(request, "sync")
+        return pettingzoo_environment(
+            env_name=request.env_name,
+            num_envs=request.num_envs,
+            seed=request.seed,
+            render_mode=request.render_mode,
+            max_episode_steps=request.max_episode_steps,
+            env_kwargs=request.env_kwargs,
+            for_evaluation=request.for_evaluation,
+            first_env_index=request.first_env_index,
+            drop_nonfinite=request.drop_nonfinite,
+        )
     return sync_vector_environment(
         env_name=request.env_name,
         num_envs=request.num_envs,
@@ -119,6 +152,8 @@ def _gymnasium_environment(
 def vector_entry_point_backend(request: BackendRequest) -> AlfEnvironment:
     """``"vector_entry_point"``: the environment's own vectorized implementation
     (``gymnasium.make_vec``); it cannot apply ``suite_gym.load``'s options."""
+    if is_pettingzoo(request.env_name):
+        _check_pettingzoo(request, "vector_entry_point")
     if request.options.customized:
         raise ValueError(
             "vectorization_mode='vector_entry_point' cannot apply suite_gym.load's preset, "
@@ -139,13 +174,27 @@ def vector_entry_point_backend(request: BackendRequest) -> AlfEnvironment:
 def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
     """``"subprocess"``: worker processes, each stepping a group of ``suite_gym.load``
     environments per message through shared memory (expensive environments)."""
-    resolve_env_id(request.env_name)
+    rows_per_unit, env_builder = 1, sync_vector_environment
+    if is_pettingzoo(request.env_name):
+        rows_per_unit, env_builder = (
+            _check_pettingzoo(request, "subprocess"),
+            pettingzoo_environment,
+        )
+        if request.num_envs % rows_per_unit:
+            raise ValueError(
+                f"create_environment.num_parallel_environments counts agents (batch rows): "
+                f"'{request.env_name}' has {rows_per_unit} agents, so it must be a multiple "
+                f"of {rows_per_unit}, got {request.num_envs}"
+            )
+    else:
+        resolve_env_id(request.env_name)
     num_workers = request.num_workers
+    num_units = request.num_envs // rows_per_unit
     return SubprocessEnvironment(
         env_name=request.env_name,
         num_envs=request.num_envs,
         # At most one worker per environment (e.g. for a small evaluation batch).
-        num_workers=num_workers and min(num_workers, request.num_envs),
+        num_workers=num_workers and min(num_workers, num_units),
         seed=request.seed,
         render_mode=request.render_mode,
         max_episode_steps=request.max_episode_steps,
@@ -155,7 +204,8 @@ def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
         first_env_index=request.first_env_index,
         drop_nonfinite=request.drop_nonfinite,
         # Each worker builds its group as the "sync" backend builds a batch.
-        env_builder=sync_vector_environment,
+        env_builder=env_builder,
+        rows_per_unit=rows_per_unit,
     )
 
 
@@ -163,6 +213,8 @@ def envpool_backend(request: BackendRequest) -> AlfEnvironment:
     """``"envpool"``: EnvPool's C++ thread pool (the ``[envpool]`` extra), with the
     configured preset's options (no wrappers or legacy adapter)."""
     env_name, options = request.env_name, request.options
+    if is_pettingzoo(env_name):
+        _check_pettingzoo(request, "envpool")
     max_episode_steps, env_kwargs = request.max_episode_steps, request.env_kwargs
 
     if options.wrappers or options.legacy_api:

@@ -47,12 +47,13 @@ class EnvironmentWorkerError(TrainingError, RuntimeError):
     """
 
 
-def _group_bounds(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
-    """Contiguous ``[lo, hi)`` groups whose sizes differ by at most one."""
-    base, extra = divmod(num_envs, num_workers)
+def _group_bounds(num_envs: int, num_workers: int, unit: int = 1) -> list[tuple[int, int]]:
+    """Contiguous ``[lo, hi)`` groups of whole ``unit``s of rows whose numbers of units
+    differ by at most one."""
+    base, extra = divmod(num_envs // unit, num_workers)
     bounds, lo = [], 0
     for w in range(num_workers):
-        hi = lo + base + (1 if w < extra else 0)
+        hi = lo + (base + (1 if w < extra else 0)) * unit
         bounds.append((lo, hi))
         lo = hi
     return bounds
@@ -253,6 +254,8 @@ class SubprocessEnvironment(AlfEnvironment):
         env_builder: builds a worker's group in the worker's process (shipped with
             ``cloudpickle``; see
             :class:`~alf.environments.sync_vector.EnvironmentBuilder`).
+        rows_per_unit: rows that must stay in one worker's group (a multi-agent game's
+            agents); ``num_envs`` is a multiple of it.
     """
 
     steps_in_background = True
@@ -273,16 +276,21 @@ class SubprocessEnvironment(AlfEnvironment):
         first_env_index: int = 0,
         drop_nonfinite: bool = False,
         env_builder: EnvironmentBuilder = sync_vector_environment,
+        rows_per_unit: int = 1,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        num_units = num_envs // rows_per_unit
         if num_workers is None:
-            num_workers = min(os.cpu_count() or 1, num_envs)
-        if not 1 <= num_workers <= num_envs:
-            raise ValueError(f"num_workers must be in [1, num_envs={num_envs}], got {num_workers}")
+            num_workers = min(os.cpu_count() or 1, num_units)
+        if not 1 <= num_workers <= num_units:
+            raise ValueError(
+                f"num_workers must be in [1, {num_units}] (one group of rows per worker at "
+                f"least), got {num_workers}"
+            )
         self._num_envs = num_envs
         self._step_timeout_s = step_timeout_s
-        self._bounds = _group_bounds(num_envs, num_workers)
+        self._bounds = _group_bounds(num_envs, num_workers, rows_per_unit)
         self._closed = False
         self._stepping = False  # step_async sent, step_wait not yet called
         self._conns: list[Connection] = []

@@ -40,6 +40,7 @@ __all__ = [
     "MissingExtraError",
     "UnknownEnvironmentError",
     "configured_options",
+    "import_env_module",
     "load",
     "resolve_env_id",
 ]
@@ -131,7 +132,7 @@ def resolve_env_id(env_name: str) -> str:
     env_id = env_name
     if ":" in env_name:
         module_name, env_id = env_name.split(":", 1)
-        module = _import_env_module(module_name, env_name)
+        module = import_env_module(module_name, env_name)
         if env_id not in gym.registry:
             env_id = _register_class(module, module_name, env_id)
     namespace = _namespace_of(env_id)
@@ -149,7 +150,7 @@ def resolve_env_id(env_name: str) -> str:
     return env_id
 
 
-def _import_env_module(module_name: str, env_name: str) -> Any:
+def import_env_module(module_name: str, env_name: str) -> Any:
     """Imports the module part of ``module:Id``, with a hint when it is not found."""
     try:
         return importlib.import_module(module_name)

@@ -13,7 +13,10 @@ class EpisodeTracker:
     """Accumulates each environment's undiscounted return and length.
 
     An episode's length counts its actions (a FIRST..LAST episode of ``k + 1`` time steps
-    has length ``k``), and its return sums the rewards of the steps after FIRST.
+    has length ``k``), and its return sums the rewards of the steps after FIRST. A row
+    may stay LAST for several steps (an idle row: an agent that left a multi-agent game
+    before the game ended, see :mod:`alf.environments.pettingzoo_environment`); its
+    episode is counted once, at its first LAST step.
 
     Args:
         batch_size: number of environments.
@@ -25,26 +28,34 @@ class EpisodeTracker:
         self.completed_returns: list[float] = []
         self.completed_lengths: list[int] = []
         self.completed_env_ids: list[int] = []
+        self._ended = np.zeros(batch_size, dtype=bool)  # rows at LAST (idle until FIRST)
+        self._any_ended = False
 
     def update(self, time_step: TimeStep) -> None:
         """Adds one batched time step."""
         step_type = time_step.step_type.numpy()
         first = step_type == StepType.FIRST
-        if first.any():
-            self._returns[first] = 0.0
-            self._lengths[first] = 0
-            not_first = ~first
-            self._returns[not_first] += time_step.reward.numpy()[not_first]
-            self._lengths[not_first] += 1
-        else:  # the usual step: no masks needed
+        last = step_type == StepType.LAST
+        any_first = bool(first.any())
+        if not (any_first or self._any_ended):  # the usual step: no masks needed
             self._returns += time_step.reward.numpy()
             self._lengths += 1
-        last = step_type == StepType.LAST
+        else:
+            if any_first:
+                self._returns[first] = 0.0
+                self._lengths[first] = 0
+                self._ended[first] = False
+            counted = ~first & ~self._ended  # idle rows (LAST after LAST) do not count
+            self._returns[counted] += time_step.reward.numpy()[counted]
+            self._lengths[counted] += 1
         if last.any():
-            ids = np.flatnonzero(last)
+            ids = np.flatnonzero(last & ~self._ended)
             self.completed_returns += self._returns[ids].tolist()
             self.completed_lengths += self._lengths[ids].tolist()
             self.completed_env_ids += ids.tolist()
+            self._ended |= last
+        if any_first or self._any_ended or last.any():
+            self._any_ended = bool(self._ended.any())
 
     @property
     def current_returns(self) -> np.ndarray:

@@ -1,0 +1,302 @@
+"""Turn-based PettingZoo games (AEC ``env()``: one agent acts at a time) as batch rows.
+
+Each game is one row: the *learner's seat*. The learner plays one agent of the game (its
+seat rotates over the agents from episode to episode, so it learns every side: first and
+second player in a two-player game), and the other agents are played inside the
+environment by an *opponent* (:func:`turn_based_opponent`): uniformly random legal moves,
+the game's heuristic (:mod:`alf.environments.game_heuristics`), or a function of yours.
+A step of the row is the learner's move followed by the opponents' moves until the
+learner is to move again or the game ends; its reward is what the learner received over
+them (e.g. -1 when the opponent's reply wins a zero-sum game).
+
+``num_parallel_environments`` counts games here (one learning row each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from alf import nest
+from alf.config import configurable
+from alf.data_structures import StepType, TimeStep
+from alf.environments import game_heuristics
+from alf.environments.action_check import ActionChecker, first_time_step, numpy_dtype
+from alf.environments.alf_environment import AlfEnvironment
+from alf.environments.data_check import DataChecker
+from alf.environments.env_guard import EnvironmentCallError, describe_exception
+from alf.environments.pettingzoo_games import GameInfo, row_of, row_setter
+from alf.environments.suite_gym import import_env_module
+from alf.errors import AlfError, UserError
+from alf.tensor_specs import action_mask_key, from_gym_space
+
+__all__ = ["Opponent", "TurnBasedEnvironment", "resolve_opponent", "turn_based_opponent"]
+
+Opponent = Callable[[Any, np.random.Generator], Any]
+"""An opponent: ``opponent(observation, rng) -> action`` for the agent to move, given its
+observation (with its action mask where the game has one)."""
+
+
+class OpponentError(UserError, ValueError):
+    """An opponent name that names no opponent."""
+
+
+@configurable
+def turn_based_opponent(name: str = "random") -> str:
+    """Who plays the seats of a turn-based game that the learner does not.
+
+    Args:
+        name: ``"random"`` (a uniformly random legal move), ``"heuristic"`` (the game's
+            heuristic in :mod:`alf.environments.game_heuristics`, e.g. connect four's:
+            win now, else block now, else random), or ``"module:function"`` naming an
+            :data:`Opponent` of yours.
+    """
+    return name
+
+
+def _random_move(observation: Any, rng: np.random.Generator, num_actions: int) -> int:
+    mask = _mask_of(observation)
+    legal = np.arange(num_actions) if mask is None else np.flatnonzero(mask)
+    return int(rng.choice(legal))
+
+
+def _mask_of(observation: Any) -> np.ndarray | None:
+    key = action_mask_key()
+    if isinstance(observation, dict) and key is not None and key in observation:
+        return np.asarray(observation[key])
+    return None
+
+
+def resolve_opponent(name: str, info: GameInfo) -> Opponent:
+    """The :data:`Opponent` that ``name`` (see :func:`turn_based_opponent`) names for
+    the game ``info``.
+
+    Raises:
+        OpponentError: an unknown name, a game without a heuristic, or a
+            ``module:function`` that is not a function.
+    """
+    num_actions = int(getattr(info.action_space, "n", 0))
+    if name == "random":
+        if not num_actions:
+            raise OpponentError(
+                f"turn_based_opponent.name='random' needs a Discrete action space; "
+                f"'{info.env_name}' has {info.action_space}"
+            )
+        return lambda obs, rng: _random_move(obs, rng, num_actions)
+    if name == "heuristic":
+        game = info.module.__name__.rsplit(".", 1)[-1]
+        heuristic = game_heuristics.HEURISTICS.get(game.rsplit("_v", 1)[0])
+        if heuristic is None:
+            raise OpponentError(
+                f"turn_based_opponent.name='heuristic': ALF has no heuristic for "
+                f"'{info.env_name}' (it has: {', '.join(sorted(game_heuristics.HEURISTICS))}); "
+                "name a module:function of yours instead"
+            )
+        return heuristic
+    if ":" in name:
+        module_name, function_name = name.split(":", 1)
+        function = getattr(import_env_module(module_name, name), function_name, None)
+        if callable(function):
+            return function
+    raise OpponentError(
+        f"turn_based_opponent.name={name!r} names no opponent: use 'random', 'heuristic' or "
+        "'module:function'"
+    )
+
+
+class TurnBasedEnvironment(AlfEnvironment):
+    """A batch of games of one PettingZoo AEC module, one learner row per game (see the
+    module docstring).
+
+    Args:
+        info: the module's :class:`~alf.environments.pettingzoo_environment.GameInfo`.
+        num_envs: games in the batch.
+        seed: seed of the first game (game ``g`` gets ``seed + g``; its opponent's moves
+            are drawn from a generator seeded alike).
+        render_mode: the games' render mode (``render()`` shows the first game).
+        max_episode_steps: a cap on the learner's moves in a game (truncated there).
+        env_kwargs: keyword arguments of ``env``.
+        first_index: the run-wide index of the batch's first game (named in errors).
+        opponent: the opponent's name (default: the configured
+            :func:`turn_based_opponent`).
+    """
+
+    def __init__(
+        self,
+        *,
+        info: GameInfo,
+        num_envs: int,
+        seed: int | None = None,
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
+        env_kwargs: dict[str, Any] | None = None,
+        first_index: int = 0,
+        opponent: str | None = None,
+    ) -> None:
+        kwargs = dict(env_kwargs or {})
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        self._info = info
+        self._env_name = info.env_name
+        self._opponent = resolve_opponent(opponent or turn_based_opponent(), info)
+        self._games = [info.make(**kwargs) for _ in range(num_envs)]
+        self._rngs = [
+            np.random.default_rng(None if seed is None else seed + g) for g in range(num_envs)
+        ]
+        self._seed = seed
+        self._first_index = first_index
+        self._cap = max_episode_steps
+        self._num_envs = num_envs
+        self._seat = [(first_index + g) % len(info.agents) for g in range(num_envs)]
+        self._moves = np.zeros(num_envs, dtype=np.int64)
+        self._reset_next = np.zeros(num_envs, dtype=bool)
+        self._observation_spec = from_gym_space(info.observation_space)
+        self._action_spec = from_gym_space(info.action_space)
+        self._actions = ActionChecker(self._action_spec)
+        self._set_row = row_setter(self._observation_spec)
+        self._buffers = [
+            np.zeros((num_envs, *spec.shape), dtype=numpy_dtype(spec))
+            for spec in nest.flatten(self._observation_spec)
+        ]
+        self._env_id = torch.arange(num_envs, dtype=torch.int64)
+        self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
+        self._check = DataChecker(
+            env_name=self._env_name,
+            observation_spec=self._observation_spec,
+            batch_size=num_envs,
+            first_index=first_index,
+        )
+
+    @property
+    def batch_size(self) -> int:
+        return self._num_envs
+
+    @property
+    def agent_names(self) -> tuple[str, ...]:
+        """The agent each row plays in its current episode."""
+        return tuple(self._info.agents[seat] for seat in self._seat)
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        """The cap on the learner's moves in a game (None: the game's own end)."""
+        return self._cap
+
+    def observation_spec(self) -> nest.Nest:
+        return self._observation_spec
+
+    def action_spec(self) -> nest.Nest:
+        return self._action_spec
+
+    def _call(self, game: int, name: str, call: Callable[..., Any], *args: Any) -> Any:
+        """``call`` of game ``game``; what it raises becomes one line naming the game."""
+        try:
+            return call(*args)
+        except AlfError:
+            raise
+        except Exception as err:
+            raise EnvironmentCallError(
+                f"game {self._first_index + game} of '{self._env_name}' raised in {name}(): "
+                f"{describe_exception(err)}"
+            ) from err
+
+    def _learner(self, game: int) -> str:
+        return self._info.agents[self._seat[game]]
+
+    def _play_opponents(self, game: int) -> tuple[float, bool, bool]:
+        """Plays the other seats until the learner is to move or the game is over;
+        returns the learner's reward over those moves and whether its episode
+        terminated or was truncated."""
+        env, learner, rng = self._games[game], self._learner(game), self._rngs[game]
+        reward = 0.0
+        while True:
+            if env.terminations.get(learner, False) or learner not in env.agents:
+                return reward, True, False
+            if env.truncations.get(learner, False):
+                return reward, False, True
+            agent = env.agent_selection
+            if agent == learner:
+                return reward, False, False
+            observation, _, terminated, truncated, _ = env.last()
+            move = None if terminated or truncated else self._opponent(observation, rng)
+            self._call(game, f"step (opponent {agent})", env.step, move)
+            reward += float(env.rewards.get(learner, 0.0))
+
+    def _start_game(self, game: int, seed: int | None) -> None:
+        env = self._games[game]
+        self._call(game, "reset", lambda: env.reset(seed=seed))
+        self._moves[game] = 0
+        self._reset_next[game] = False
+        _, terminated, truncated = self._play_opponents(game)
+        if terminated or truncated:
+            raise EnvironmentCallError(
+                f"game {self._first_index + game} of '{self._env_name}' ended before the "
+                f"learner ({self._learner(game)}) moved"
+            )
+        self._set_row(self._buffers, game, env.observe(self._learner(game)))
+
+    def reset(self) -> TimeStep:
+        for game in range(self._num_envs):
+            seed = None if self._seed is None else self._seed + game
+            self._start_game(game, seed)
+        self._seed = None
+        self._check.restart()
+        observation = self._observation()
+        self._check.check(observation, None)
+        self._check.check_action_mask(observation)
+        return first_time_step(observation, self._zero_action, self._env_id)
+
+    def _observation(self) -> Any:
+        tensors = [torch.from_numpy(buffer.copy()) for buffer in self._buffers]
+        return nest.pack_sequence_as(self._observation_spec, tensors)
+
+    def step(self, action: Any) -> TimeStep:
+        first = self._reset_next.copy()
+        np_action, applied = self._actions(action, first)
+        step_type = np.full(self._num_envs, StepType.MID, dtype=np.int32)
+        reward = np.zeros(self._num_envs, dtype=np.float32)
+        discount = np.ones(self._num_envs, dtype=np.float32)
+        for game in range(self._num_envs):
+            if first[game]:
+                self._seat[game] = (self._seat[game] + 1) % len(self._info.agents)
+                self._start_game(game, None)
+                step_type[game] = StepType.FIRST
+                continue
+            env, learner = self._games[game], self._learner(game)
+            move = row_of(np_action, game)
+            self._call(game, f"step (learner {learner})", env.step, move)
+            self._moves[game] += 1
+            own = float(env.rewards.get(learner, 0.0))
+            later, terminated, truncated = self._play_opponents(game)
+            reward[game] = own + later
+            if learner in env.agents:
+                self._set_row(self._buffers, game, env.observe(learner))
+            truncated = truncated or (self._cap is not None and self._moves[game] >= self._cap)
+            if terminated or truncated:
+                step_type[game] = StepType.LAST
+                discount[game] = 0.0 if terminated else 1.0
+                self._reset_next[game] = True
+        last = step_type == StepType.LAST
+        self._check.advance(first)
+        observation = self._observation()
+        reward_tensor = torch.from_numpy(reward)
+        self._check.check(observation, reward_tensor)
+        self._check.check_action_mask(observation, ignore=last)
+        prev_action = nest.zero_rows(applied, torch.from_numpy(~first)) if first.any() else applied
+        return TimeStep(
+            step_type=torch.from_numpy(step_type),
+            reward=reward_tensor,
+            discount=torch.from_numpy(discount),
+            observation=observation,
+            prev_action=prev_action,
+            env_id=self._env_id,
+        )
+
+    def render(self) -> Any:
+        return self._games[0].render()
+
+    def close(self) -> None:
+        for game in self._games:
+            game.close()
