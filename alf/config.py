@@ -20,7 +20,7 @@ import io
 import os
 import re
 import tokenize
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -46,6 +46,7 @@ __all__ = [
     "operative_config_str",
     "inoperative_bindings",
     "EXAMPLES_DIR",
+    "MUTABLE_BINDINGS_FILE",
 ]
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples")
@@ -485,8 +486,20 @@ def current_bindings() -> dict[str, str]:
     return result
 
 
+MUTABLE_BINDINGS_FILE = "mutable_bindings.json"
+"""A file of a run directory, ``{"bindings": ["PPOAlgorithm.learning_rate", ...]}``: the
+bindings (keys of :func:`current_bindings`, compared exactly) that the run's owner may
+change between resumptions. ``alf.bin.pbt`` writes it in each member of a population;
+the resume check (``alf.trainers.resume.check_resumed_config``) lets those bindings, and
+no other, differ from the checkpoint's."""
+
+
 def diff_bindings(
-    old: dict[str, str], new: dict[str, str], ignore_prefixes: Sequence[str] = ()
+    old: dict[str, str],
+    new: dict[str, str],
+    ignore_prefixes: Sequence[str] = (),
+    *,
+    allowed: Collection[str] = (),
 ) -> list[str]:
     """Human-readable differences between two :func:`current_bindings` results.
 
@@ -494,13 +507,14 @@ def diff_bindings(
         old: the bindings to compare ...
         new: ... with these.
         ignore_prefixes: bindings starting with one of these are not compared.
+        allowed: bindings (whole keys, e.g. ``lr/LinearSchedule.start``) not compared.
 
     Returns:
         One ``'Name.param: old -> new'`` line per differing binding, sorted.
     """
     lines = []
     for key in sorted(set(old) | set(new)):
-        if key.startswith(tuple(ignore_prefixes)):
+        if key.startswith(tuple(ignore_prefixes)) or key in allowed:
             continue
         before, after = old.get(key, "(unset)"), new.get(key, "(unset)")
         if before != after:

@@ -3,6 +3,7 @@ and restores."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -10,6 +11,7 @@ from absl import logging
 
 from alf import config as alf_config
 from alf.algorithms.rl_algorithm import RLAlgorithm
+from alf.run_dir import layout
 from alf.run_dir.checkpoints import (
     REQUIRED_KEYS,
     Checkpointer,
@@ -26,6 +28,7 @@ __all__ = [
     "check_resumed_config",
     "gather_rng_states",
     "make_checkpoint",
+    "mutable_bindings",
     "read_resume_checkpoint",
     "restore_rng_states",
     "restore_run",
@@ -54,13 +57,28 @@ def read_resume_checkpoint(
     return reply[1]
 
 
+def mutable_bindings(root_dir: str) -> tuple[str, ...]:
+    """The bindings the owner of the run in ``root_dir`` may change between resumptions,
+    as its :data:`~alf.config.MUTABLE_BINDINGS_FILE` names them (a member of an
+    ``alf.bin.pbt`` population); none without the file, or with one not in its format."""
+    data = layout.read_json(os.path.join(root_dir, alf_config.MUTABLE_BINDINGS_FILE)) or {}
+    names = data.get("bindings")
+    if not isinstance(names, list):
+        return ()
+    return tuple(name for name in names if isinstance(name, str))
+
+
 def check_resumed_config(checkpoint: RunCheckpoint, root_dir: str) -> None:
     """Raises :class:`CheckpointError` listing the bindings in which the current config
-    differs from the checkpoint's, beyond :data:`RESUMABLE_SETTINGS`."""
+    differs from the checkpoint's, beyond :data:`RESUMABLE_SETTINGS` and the run's
+    :func:`mutable_bindings`."""
     if checkpoint.bindings is None:
         return
     differences = alf_config.diff_bindings(
-        checkpoint.bindings, alf_config.current_bindings(), RESUMABLE_SETTINGS
+        checkpoint.bindings,
+        alf_config.current_bindings(),
+        RESUMABLE_SETTINGS,
+        allowed=mutable_bindings(root_dir),
     )
     if differences:
         raise CheckpointError(
@@ -167,9 +185,7 @@ def restore_run(
     a single-process run, the saved data (replay buffer) of ``checkpoint`` (the
     algorithm is told when there is none: an off-policy one warns)."""
     restore_algorithm(algorithm, checkpoint)
-    restore_rng_states(
-        checkpoint, device=device, distributed=distributed, random_seed=random_seed
-    )
+    restore_rng_states(checkpoint, device=device, distributed=distributed, random_seed=random_seed)
     # (None: nothing saved, or a data-parallel run, whose ranks keep their own data)
     algorithm.load_data_checkpoint_state(checkpoint.data if distributed is None else None)
     logging.info(
