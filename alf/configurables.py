@@ -35,7 +35,7 @@ ACTING_PACKAGES = (
 TRAINING_PACKAGES = (*ACTING_PACKAGES, "alf.trainers")
 """Everything a config can name (a training run, ``alf.bin.play``, a sweep)."""
 
-TRAINING_ONLY_CONFIGURABLES = ("StopOnPlateau", "TrainerConfig")
+TRAINING_ONLY_CONFIGURABLES = ("SelfPlay", "StopOnPlateau", "TrainerConfig")
 """The configurables :data:`TRAINING_PACKAGES` register beyond :data:`ACTING_PACKAGES`:
 the bindings an actor skips (any other unknown name is still an error there)."""
 

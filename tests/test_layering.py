@@ -138,8 +138,8 @@ print("EXTRA", sorted(str(k) for k in {k for k, _ in g._REGISTRY.items()} - acti
     assert result.returncode == 0, result.stderr[-3000:]
     extra = eval(result.stdout.split("EXTRA", 1)[1])  # noqa: S307 - our own printout
     names = tuple(sorted(name.rsplit(".", 1)[-1] for name in extra))
-    assert names == ("StopOnPlateau", "TrainerConfig"), extra
-    assert "'StopOnPlateau', 'TrainerConfig'" in result.stdout, result.stdout
+    assert names == ("SelfPlay", "StopOnPlateau", "TrainerConfig"), extra
+    assert "'SelfPlay', 'StopOnPlateau', 'TrainerConfig'" in result.stdout, result.stdout
 
 
 # The ALF modules and packages each unit may import (at any level of a file, but under

@@ -15,7 +15,7 @@ them (e.g. -1 when the opponent's reply wins a zero-sum game).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -33,11 +33,50 @@ from alf.environments.suite_gym import import_env_module
 from alf.errors import AlfError, UserError
 from alf.tensor_specs import action_mask_key, from_gym_space
 
-__all__ = ["Opponent", "TurnBasedEnvironment", "resolve_opponent", "turn_based_opponent"]
+__all__ = [
+    "FixedOpponent",
+    "Opponent",
+    "OpponentSource",
+    "TurnBasedEnvironment",
+    "resolve_opponent",
+    "turn_based_opponent",
+]
 
 Opponent = Callable[[Any, np.random.Generator], Any]
 """An opponent: ``opponent(observation, rng) -> action`` for the agent to move, given its
 observation (with its action mask where the game has one)."""
+
+
+class OpponentSource(Protocol):
+    """Chooses the opponent of each game and hears how the learner did (a self-play
+    league, or one fixed opponent)."""
+
+    def draw(self, rng: np.random.Generator) -> tuple[str, Opponent]:
+        """The name and the :data:`Opponent` of a game about to start."""
+        ...
+
+    def record(self, name: str, learner_return: float) -> None:
+        """The learner's return in a finished game against the opponent ``name``."""
+        ...
+
+
+class FixedOpponent:
+    """An :class:`OpponentSource` with one opponent for every game.
+
+    Args:
+        name: the opponent's name (see :func:`turn_based_opponent`).
+        opponent: the opponent.
+    """
+
+    def __init__(self, *, name: str, opponent: Opponent) -> None:
+        self.name = name
+        self._opponent = opponent
+
+    def draw(self, rng: np.random.Generator) -> tuple[str, Opponent]:
+        return self.name, self._opponent
+
+    def record(self, name: str, learner_return: float) -> None:
+        pass
 
 
 class OpponentError(UserError, ValueError):
@@ -122,6 +161,8 @@ class TurnBasedEnvironment(AlfEnvironment):
         first_index: the run-wide index of the batch's first game (named in errors).
         opponent: the opponent's name (default: the configured
             :func:`turn_based_opponent`).
+        seat: the agent the learner plays, or ``"rotate"``: game ``g`` starts with agent
+            ``g mod A`` and each new game of the row takes the next agent.
     """
 
     def __init__(
@@ -135,13 +176,21 @@ class TurnBasedEnvironment(AlfEnvironment):
         env_kwargs: dict[str, Any] | None = None,
         first_index: int = 0,
         opponent: str | None = None,
+        seat: str = "rotate",
     ) -> None:
+        if seat != "rotate" and seat not in info.agents:
+            raise ValueError(f"seat must be 'rotate' or one of {info.agents}, got {seat!r}")
         kwargs = dict(env_kwargs or {})
         if render_mode is not None:
             kwargs["render_mode"] = render_mode
         self._info = info
         self._env_name = info.env_name
-        self._opponent = resolve_opponent(opponent or turn_based_opponent(), info)
+        name = opponent or turn_based_opponent()
+        self._source: OpponentSource = FixedOpponent(
+            name=name, opponent=resolve_opponent(name, info)
+        )
+        self._opponents: list[tuple[str, Opponent] | None] = [None] * num_envs
+        self._returns = np.zeros(num_envs, dtype=np.float64)
         self._games = [info.make(**kwargs) for _ in range(num_envs)]
         self._rngs = [
             np.random.default_rng(None if seed is None else seed + g) for g in range(num_envs)
@@ -150,7 +199,11 @@ class TurnBasedEnvironment(AlfEnvironment):
         self._first_index = first_index
         self._cap = max_episode_steps
         self._num_envs = num_envs
-        self._seat = [(first_index + g) % len(info.agents) for g in range(num_envs)]
+        self._rotate = seat == "rotate"
+        self._seat = [
+            (first_index + g) % len(info.agents) if self._rotate else info.agents.index(seat)
+            for g in range(num_envs)
+        ]
         self._moves = np.zeros(num_envs, dtype=np.int64)
         self._reset_next = np.zeros(num_envs, dtype=bool)
         self._observation_spec = from_gym_space(info.observation_space)
@@ -175,6 +228,11 @@ class TurnBasedEnvironment(AlfEnvironment):
         return self._num_envs
 
     @property
+    def info(self) -> GameInfo:
+        """The game."""
+        return self._info
+
+    @property
     def agent_names(self) -> tuple[str, ...]:
         """The agent each row plays in its current episode."""
         return tuple(self._info.agents[seat] for seat in self._seat)
@@ -189,6 +247,16 @@ class TurnBasedEnvironment(AlfEnvironment):
 
     def action_spec(self) -> nest.Nest:
         return self._action_spec
+
+    def set_opponents(self, source: OpponentSource) -> None:
+        """Draws the opponents of the games that start from now on from ``source`` (e.g.
+        a self-play league) and tells it each game's result."""
+        self._source = source
+
+    @property
+    def opponent_names(self) -> tuple[str, ...]:
+        """The opponent each row plays in its current game."""
+        return tuple("" if entry is None else entry[0] for entry in self._opponents)
 
     def _call(self, game: int, name: str, call: Callable[..., Any], *args: Any) -> Any:
         """``call`` of game ``game``; what it raises becomes one line naming the game."""
@@ -210,6 +278,9 @@ class TurnBasedEnvironment(AlfEnvironment):
         returns the learner's reward over those moves and whether its episode
         terminated or was truncated."""
         env, learner, rng = self._games[game], self._learner(game), self._rngs[game]
+        entry = self._opponents[game]
+        assert entry is not None
+        opponent = entry[1]
         reward = 0.0
         while True:
             if env.terminations.get(learner, False) or learner not in env.agents:
@@ -220,7 +291,7 @@ class TurnBasedEnvironment(AlfEnvironment):
             if agent == learner:
                 return reward, False, False
             observation, _, terminated, truncated, _ = env.last()
-            move = None if terminated or truncated else self._opponent(observation, rng)
+            move = None if terminated or truncated else opponent(observation, rng)
             self._call(game, f"step (opponent {agent})", env.step, move)
             reward += float(env.rewards.get(learner, 0.0))
 
@@ -229,7 +300,8 @@ class TurnBasedEnvironment(AlfEnvironment):
         self._call(game, "reset", lambda: env.reset(seed=seed))
         self._moves[game] = 0
         self._reset_next[game] = False
-        _, terminated, truncated = self._play_opponents(game)
+        self._opponents[game] = self._source.draw(self._rngs[game])
+        self._returns[game], terminated, truncated = self._play_opponents(game)
         if terminated or truncated:
             raise EnvironmentCallError(
                 f"game {self._first_index + game} of '{self._env_name}' ended before the "
@@ -260,7 +332,8 @@ class TurnBasedEnvironment(AlfEnvironment):
         discount = np.ones(self._num_envs, dtype=np.float32)
         for game in range(self._num_envs):
             if first[game]:
-                self._seat[game] = (self._seat[game] + 1) % len(self._info.agents)
+                if self._rotate:
+                    self._seat[game] = (self._seat[game] + 1) % len(self._info.agents)
                 self._start_game(game, None)
                 step_type[game] = StepType.FIRST
                 continue
@@ -271,6 +344,7 @@ class TurnBasedEnvironment(AlfEnvironment):
             own = float(env.rewards.get(learner, 0.0))
             later, terminated, truncated = self._play_opponents(game)
             reward[game] = own + later
+            self._returns[game] += own + later
             if learner in env.agents:
                 self._set_row(self._buffers, game, env.observe(learner))
             truncated = truncated or (self._cap is not None and self._moves[game] >= self._cap)
@@ -278,6 +352,9 @@ class TurnBasedEnvironment(AlfEnvironment):
                 step_type[game] = StepType.LAST
                 discount[game] = 0.0 if terminated else 1.0
                 self._reset_next[game] = True
+                entry = self._opponents[game]
+                assert entry is not None
+                self._source.record(entry[0], float(self._returns[game]))
         last = step_type == StepType.LAST
         self._check.advance(first)
         observation = self._observation()

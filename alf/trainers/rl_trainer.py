@@ -16,10 +16,10 @@ from alf.run_dir.checkpoints import (
     checkpoint_dir,
 )
 from alf.run_dir.layout import check_writable
-from alf.trainers.algorithm_builder import build_algorithm
+from alf.trainers.algorithm_builder import algorithm_factory, build_algorithm
 from alf.trainers.callbacks import TrainingContext, run_hook
 from alf.trainers.collection import build_collector, learning_setup, steps_this_iteration
-from alf.trainers.components import build_components
+from alf.trainers.components import EVAL_SEED_OFFSET, build_components
 from alf.trainers.data_parallel import Ranks, configure_training
 from alf.trainers.env_faults import (
     COLLECTION_FAILURES,
@@ -28,6 +28,7 @@ from alf.trainers.env_faults import (
 )
 from alf.trainers.evaluator import EvalResult
 from alf.trainers.frozen_policies import frozen_policy_states, load_frozen_policies
+from alf.trainers.league import SelfPlayRun, frozen_policy_maker
 from alf.trainers.resume import (
     check_resumed_config,
     make_checkpoint,
@@ -109,6 +110,8 @@ class RLTrainer:
         self.last_eval: EvalResult | None = None
         self.env: AlfEnvironment | None = None
         self.eval_env: AlfEnvironment | None = None
+        self.self_play: SelfPlayRun | None = None
+        """The league and fixed-opponent evaluation of a self-play run."""
         self.summary: SummaryLogger | None = None
         self.unroller: Collector | None = None
         """The run's collector (sync or async; named for the unrollers it was)."""
@@ -161,6 +164,7 @@ class RLTrainer:
             for name, policy in self.frozen_policies.items()
             if self.evaluator is not None
         }
+        self.self_play = self._start_self_play(config, resume)
         num_envs = parts.num_envs
         self.algorithm.prepare_learning(
             learning_setup(config, num_envs=num_envs, ranks=self._ranks)
@@ -195,6 +199,28 @@ class RLTrainer:
         self._watchdog = start_env_watchdog(self)
         if self.is_main:
             self._start_run_dir(resume is not None)
+
+    def _start_self_play(
+        self, config: TrainerConfig, resume: RunCheckpoint | None
+    ) -> SelfPlayRun | None:
+        """The run's league and fixed-opponent evaluation (``TrainerConfig.self_play``)."""
+        if config.self_play is None:
+            return None
+        return SelfPlayRun(
+            settings=config.self_play,
+            env=self.env,
+            policy=self.policy,
+            make_policy=frozen_policy_maker(
+                algorithm_factory(config),
+                observation_spec=self.policy.observation_spec,
+                action_spec=self.policy.action_spec,
+            ),
+            learner=self.algorithm,
+            saved={} if resume is None else resume.policies,
+            iteration=0 if resume is None else resume.iteration,
+            num_eval_envs=config.num_eval_environments if self.evaluator is not None else 0,
+            seed=config.random_seed + EVAL_SEED_OFFSET,
+        )
 
     def _used_its_budget(self, resume: RunCheckpoint | None) -> bool:
         """Whether the resumed run had already used its budget: then nothing is built
@@ -295,7 +321,10 @@ class RLTrainer:
             env_steps=self.env_steps,
             train_time_s=self.train_time_s,
             wall_time_s=self.clock.seconds,
-            policies=frozen_policy_states(self.frozen_policies),
+            policies={
+                **frozen_policy_states(self.frozen_policies),
+                **(self.self_play.league.states() if self.self_play is not None else {}),
+            },
         )
         if checkpoint is None:
             return None
@@ -320,6 +349,7 @@ class RLTrainer:
         try:
             result = self.evaluator.evaluate()
             others = {name: ev.evaluate() for name, ev in self._frozen_evaluators.items()}
+            games = self.self_play.eval_scalars() if self.self_play is not None else {}
         except COLLECTION_FAILURES:
             checkpoint_healthy_learner(self)
             raise
@@ -335,6 +365,7 @@ class RLTrainer:
             self._counters(),
             summary_step=self._summary_step(),
             others=others,
+            extra_scalars=games,
         )
         return result
 
@@ -438,6 +469,8 @@ class RLTrainer:
             report.add_iteration(steps, elapsed, *self.unroller.pop_episodes(), trained=bool(stats))
 
             divergence.check(stats)
+            if self.self_play is not None:
+                self.self_play.after_iteration(self.iteration, self.algorithm)
             if first_iteration:
                 first_iteration = False
                 record_operative_config(self.root_dir, self.summary)
@@ -528,10 +561,10 @@ class RLTrainer:
             self.unroller.close()
             self.unroller = None
             self.env = None  # (a sync collector closes the environments it steps)
-        for resource in (self.env, self.eval_env):
+        for resource in (self.env, self.eval_env, self.self_play):
             if resource is not None:
                 resource.close()
-        self.env = self.eval_env = None
+        self.env = self.eval_env = self.self_play = None
         if self.summary is not None:
             self.summary.close()
             self.summary = None

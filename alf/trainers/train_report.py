@@ -119,6 +119,7 @@ def write_eval_summary(
     *,
     summary_step: int,
     others: Mapping[str, EvalResult] = _NO_OTHERS,
+    extra_scalars: Mapping[str, float] = MappingProxyType({}),
 ) -> None:
     """Writes an evaluation's average return and episode length (with the run's
     ``counters``: iteration, env steps, times) and logs it.
@@ -130,10 +131,13 @@ def write_eval_summary(
         summary_step: the summaries' x-axis value.
         others: the evaluations of the run's other policies, by name
             (``eval/<name>/average_return``...; ``policies`` in ``evaluations.jsonl``).
+        extra_scalars: more figures of the evaluation (``eval/<name>``), e.g. a
+            self-play run's win rates against fixed opponents.
     """
     scalars = _eval_scalars(result)
     for name, other in others.items():
         scalars.update(_eval_scalars(other, f"{name}/"))
+    scalars.update(extra_scalars)
     summary.write(
         "eval",
         scalars,
@@ -152,6 +156,7 @@ def write_eval_summary(
         result.average_return,
         len(result.returns),
     )
+
 
 RATE_WINDOW_S = 60.0
 """Seconds of recent progress the console's rate and ETA are measured over."""

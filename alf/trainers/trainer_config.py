@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from alf.config import ConfigValueError, configurable, fit_config_value, invalid_value
 from alf.trainers.callbacks import Callback
+from alf.trainers.self_play import SelfPlay
 from alf.utils.trackers import WANDB_MODES
 
 __all__ = ["NONFINITE_DATA_POLICIES", "RESUMABLE_SETTINGS", "TrainerConfig"]
@@ -104,6 +105,9 @@ class TrainerConfig:
             environment. Their parameters never change; each is evaluated beside the
             trained policy (``eval/<name>/average_return``...) and saved in the run's
             checkpoints under its name, so a resumed run needs no source file.
+        self_play: play a two-player turn-based game against a league of snapshots of
+            the trained policy (``@SelfPlay()``, see :mod:`alf.trainers.self_play`);
+            None: against the game's configured opponent (``turn_based_opponent``).
         env_timeout_s: seconds one ``reset`` or ``step`` of the learner's own
             environments (``sync`` and ``vector_entry_point`` backends, training and
             evaluation) may take before the run stops with one line naming the call and
@@ -223,6 +227,7 @@ class TrainerConfig:
     video_interval: int = 0
     callbacks: Sequence[Callback] = ()
     frozen_policies: dict[str, str] = dataclasses.field(default_factory=dict)
+    self_play: SelfPlay | None = None
     env_timeout_s: float | None = 600.0
     evaluate: bool = True
     checkpoint_interval: int = 100
@@ -373,9 +378,7 @@ class TrainerConfig:
     def _check_trackers(self) -> None:
         for name in ("wandb_project", "mlflow_tracking_uri"):
             value = getattr(self, name)
-            self._check(
-                value is None or bool(value.strip()), name, "a non-empty string or None"
-            )
+            self._check(value is None or bool(value.strip()), name, "a non-empty string or None")
         self._check(
             self.wandb_mode in WANDB_MODES,
             "wandb_mode",
