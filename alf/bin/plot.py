@@ -13,9 +13,11 @@ IQM) of its seeds' evaluation returns, in a shaded 95% percentile-bootstrap band
 seeds. The plotted numbers go to ``<out stem>.csv`` beside the picture. Runs still
 training are fine: a group's curve stops where its shortest run's does. A run whose
 ``config.gin`` or ``progress.jsonl`` cannot be read (not UTF-8 text) is skipped with a
-warning line naming the file. Exit status: 0 when written, 1 when no run has a finite
-evaluation yet, 2 for bad arguments (an ``--out`` that cannot be written, no readable
-run).
+warning line naming the file. A single DIR that is an ``alf.bin.pbt`` population is drawn
+as one: each member's curve (a copied checkpoint drawn as a jump to the donor's score)
+and each mutable hyperparameter by round; the CSV then lists each member's
+evaluations. Exit status: 0 when written, 1 when no run has a finite evaluation yet, 2
+for bad arguments (an ``--out`` that cannot be written, no readable run).
 """
 
 from __future__ import annotations
@@ -98,11 +100,47 @@ def _nothing_to_plot(groups: list[Any], dirs: list[str]) -> str:
     )
 
 
+def _plot_population(root_dir: str, out: str, title: str | None) -> int:
+    """``alf.bin.pbt``'s population in ``root_dir``: each member's curve with its copies
+    and its hyperparameters by round (:mod:`alf.experiments.pbt_plot`)."""
+    from alf.experiments import pbt_plot
+    from alf.experiments.pbt_state import PopulationState, PopulationStateError
+
+    try:
+        state = PopulationState.load(os.path.expanduser(root_dir))
+    except PopulationStateError as err:
+        return _fail(str(err))
+    if state is None:
+        return _fail(f"no population (pbt.json) in '{root_dir}'")
+    curves = pbt_plot.member_curves(root_dir, state)
+    if not any(curve.points for curve in curves):
+        return _fail(f"nothing to plot: no member of {root_dir} has an evaluation yet", 1)
+    csv_path = os.path.splitext(out)[0] + ".csv"
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        pbt_plot.plot_population(root_dir, state, curves, out, title=title)
+        pbt_plot.write_csv(curves, csv_path)
+    except OSError as err:
+        return _fail(f"--out '{out}': cannot write '{err.filename or out}': {err.strerror or err}")
+    except ValueError as err:
+        return _fail(f"--out '{out}': {err}")
+    except ImportError as err:
+        return _fail(f"{err}: plotting needs matplotlib ({install_hint('research')})")
+    copies = sum(len(curve.copies) for curve in curves)
+    print(
+        f"{_PROG}: wrote {out} and {csv_path} (population of {len(curves)}, {copies} "
+        f"cop{'y' if copies == 1 else 'ies'}, round {state.round + 1}: {state.phase})",
+        flush=True,
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parses the flags, reads the runs, draws the picture and writes the CSV; returns
     the exit status."""
     args = build_parser().parse_args(argv)
     from alf.experiments import plotting, runs
+    from alf.experiments.pbt_plot import is_population
 
     if args.reps < 1:
         return _fail(f"--reps must be >= 1, got {args.reps}")
@@ -114,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(
             f"--out '{args.out}': give the picture's name (e.g. .png); the CSV goes beside it"
         )
+    if len(args.dirs) == 1 and is_population(args.dirs[0]):
+        return _plot_population(args.dirs[0], out, args.title)
     error = runs.no_run_error(args.dirs)
     if error:
         return _fail(error)
