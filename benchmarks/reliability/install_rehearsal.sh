@@ -5,7 +5,8 @@
 # Uses the CPU wheel of torch that this machine has on disk (torch==2.13.0); elsewhere the
 # README's command takes it from download.pytorch.org/whl/cpu.
 set -euo pipefail
-repo="$(cd "$(dirname "$0")/.." && pwd)"
+# The checkout this script lies in (it is two levels below the root: benchmarks/reliability/).
+repo="$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 work="${1:-/tmp/alf_install_rehearsal}"
 rm -rf "$work" && mkdir -p "$work"
 uptime
