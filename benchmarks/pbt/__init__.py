@@ -1,0 +1,1 @@
+"""ALF benchmarks: pbt (population-based training; see benchmarks/README.md)."""
