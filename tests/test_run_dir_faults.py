@@ -1,8 +1,9 @@
 """Faults of the run directory while a run starts or trains (issue 30, point 2): a
 folder that cannot be written is refused at the start (exit 2, nothing trained); a write
 that fails while training (a file-size limit, a full device) is one line naming the file,
-exit 3, ``status.json`` ``failed`` with that line, no temporary file left, and the
-checkpoints already written kept."""
+exit 3, ``status.json`` ``failed`` with that line, no temporary file left, the
+checkpoints already written kept and, when the failed file is not a checkpoint, a final
+checkpoint of the healthy learner (if ``checkpoints/`` can still be written)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 from helpers_cli import (
+    STEPS_PER_ITERATION,
     TINY_PARAMS,
     assert_clean_user_error,
+    checkpoint_steps,
     cli_env,
     copy_run,
     run_cli,
@@ -25,6 +28,7 @@ from helpers_cli import (
 )
 
 from alf.run_dir import layout
+from alf.run_dir.checkpoints import read_checkpoint
 
 TRAIN = "alf.bin.train"
 
@@ -102,6 +106,7 @@ def test_a_checkpoint_that_cannot_be_written_is_one_line_and_a_failed_status(tmp
     assert status["error"] in stderr
     assert _temporaries(root) == []
     assert not checkpoint.exists()
+    assert "final checkpoint" not in stderr  # a failed checkpoint write is not tried again
 
 
 def test_a_summary_write_on_a_full_device_is_one_line_and_a_failed_status(tiny_run, tmp_path):
@@ -122,8 +127,61 @@ def test_a_summary_write_on_a_full_device_is_one_line_and_a_failed_status(tiny_r
     status = _status(root)
     assert status["state"] == "failed" and status["error"] in stderr
     assert _temporaries(root) == []
-    for name, data in checkpoints.items():
-        assert (root / "checkpoints" / name).read_bytes() == data
+    # Iteration 10's summary failed before its periodic checkpoint: the final checkpoint
+    # is 10's (the oldest of the 2 kept is rotated out as usual); the newest is untouched.
+    assert checkpoint_steps(root) == [8, 10]
+    assert (root / "checkpoints" / "ckpt-8.pt").read_bytes() == checkpoints["ckpt-8.pt"]
+
+
+def _progress_on_a_full_device(root: Path) -> Path:
+    """A fresh run dir whose ``progress.jsonl`` fails every write with ENOSPC."""
+    root.mkdir()
+    progress = root / layout.PROGRESS_FILE
+    progress.symlink_to("/dev/full")
+    return progress
+
+
+def test_a_summary_that_cannot_be_written_still_leaves_a_final_checkpoint(tmp_path):
+    root = tmp_path / "run"
+    progress = _progress_on_a_full_device(root)
+    params = [p for p in TINY_PARAMS if not p.startswith("TrainerConfig.summary_interval")]
+    # Periodic checkpoints at 2, 4, ...; the first summary (iteration 3) fails.
+    params += ["TrainerConfig.summary_interval=3", "TrainerConfig.eval_interval=0"]
+    result = run_cli(train_cmd(root, *params))
+    assert result.returncode == 3, result.stderr[-3000:]
+    stderr = assert_clean_user_error(
+        result, TRAIN, f"cannot write '{progress}'", "No space left on device"
+    )
+    status = _status(root)
+    assert status["state"] == "failed" and status["exit_code"] == 3
+    assert status["error"] in stderr
+    assert _temporaries(root) == []
+    # The periodic checkpoint of iteration 2 and the final one of iteration 3.
+    assert checkpoint_steps(root) == [2, 3]
+    final = read_checkpoint(str(root))
+    assert (final.iteration, final.env_steps) == (3, 3 * STEPS_PER_ITERATION)
+
+
+def test_a_final_checkpoint_that_fails_too_keeps_the_first_error(tmp_path):
+    root = tmp_path / "run"
+    progress = _progress_on_a_full_device(root)
+    result = subprocess.run(
+        train_cmd(root, *BIG_NETWORKS, "TrainerConfig.summary_interval=1"),
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limit_file_size,
+    )
+    assert result.returncode == 3, result.stderr[-3000:]
+    stderr = assert_clean_user_error(
+        result, TRAIN, f"cannot write '{progress}'", "No space left on device"
+    )
+    assert "Could not write a final checkpoint" in stderr and "File too large" in stderr
+    status = _status(root)
+    assert status["state"] == "failed" and status["error"] in stderr
+    assert _temporaries(root) == []
+    assert checkpoint_steps(root) == []
 
 
 def test_write_json_atomic_leaves_no_temporary_file(tmp_path):

@@ -23,6 +23,7 @@ from alf.trainers.components import EVAL_SEED_OFFSET, build_components
 from alf.trainers.data_parallel import Ranks, configure_training
 from alf.trainers.env_faults import (
     COLLECTION_FAILURES,
+    checkpoint_after_write_failure,
     checkpoint_healthy_learner,
     start_env_watchdog,
 )
@@ -393,6 +394,7 @@ class RLTrainer:
         try:
             self._run_loop()
         except BaseException as err:
+            checkpoint_after_write_failure(self, err)  # e.g. progress.jsonl: disk full
             if self.summary is not None:
                 self.summary.mark_failed()  # the trackers' runs end as failed
             if self.is_main:
