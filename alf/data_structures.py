@@ -17,7 +17,13 @@ from alf import nest
 
 
 class StepType:
-    """Where a time step sits in its episode (stored as ``torch.int32``)."""
+    """Where a time step sits in its episode (stored as ``torch.int32``).
+
+    An episode is FIRST, MID..., LAST; the step after LAST is the next episode's FIRST,
+    except in a row that stays idle: a multi-agent game's agent that left before the
+    game ended repeats LAST (reward 0, discount 0) until the game starts again. Every
+    LAST row is masked out of losses, and an episode is counted at its first LAST.
+    """
 
     FIRST = 0
     MID = 1

@@ -7,21 +7,28 @@ into batch rows. :mod:`alf.environments.pettingzoo_environment` (simultaneous ga
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import gin
 import gymnasium as gym
 import numpy as np
 
 from alf import nest
+from alf.config import configurable, invalid_value
 from alf.environments.suite_gym import MissingExtraError, UnknownEnvironmentError
 from alf.errors import install_hint
 
 __all__ = [
     "PETTINGZOO_PREFIX",
+    "POLICY_MAPPINGS",
+    "AgentPolicies",
     "GameInfo",
+    "configured_agent_policies",
+    "configured_game",
+    "policy_mapping",
     "game_info",
     "is_pettingzoo",
     "row_of",
@@ -163,3 +170,146 @@ def row_of(np_action: Any, row: int) -> Any:
     if isinstance(np_action, np.ndarray):
         return np_action[row]
     return nest.map_structure(lambda a: a[row], np_action)
+
+
+POLICY_MAPPINGS = ("shared", "per_agent", "per_team")
+"""The named ``policy_mapping.mapping`` strategies (besides a dict or a function)."""
+
+
+@dataclass(frozen=True)
+class AgentPolicies:
+    """Which policy acts for each agent of a game.
+
+    Attributes:
+        agents: the game's agents (row order within a game).
+        policy_names: the policies, in order of first use.
+        agent_policies: for each agent, the index of its policy in ``policy_names``.
+        frozen: policies that act but never learn.
+    """
+
+    agents: tuple[str, ...]
+    policy_names: tuple[str, ...]
+    agent_policies: tuple[int, ...]
+    frozen: tuple[str, ...] = ()
+
+    @property
+    def is_shared(self) -> bool:
+        """One learning policy for every agent (the plain single-policy run)."""
+        return len(self.policy_names) == 1 and not self.frozen
+
+
+def _team(agent: str) -> str:
+    """``adversary_0`` -> ``adversary``: an agent's name without its trailing number."""
+    head, _, tail = agent.rpartition("_")
+    return head if head and tail.isdigit() else agent
+
+
+@configurable
+def policy_mapping(
+    agents: Sequence[str] = (),
+    mapping: str | Mapping[str, str] | Callable[[str], str] = "shared",
+    frozen: Sequence[str] = (),
+) -> AgentPolicies:
+    """The policy of each agent of a multi-agent game (configure ``mapping`` and
+    ``frozen``; the trainer passes the game's ``agents``).
+
+    Args:
+        agents: the game's agents.
+        mapping: ``"shared"`` (one policy, ``shared``, for all), ``"per_agent"`` (a policy
+            per agent, named as the agent), ``"per_team"`` (agents named alike but for a
+            trailing ``_<n>`` share one: ``adversary_0`` and ``adversary_1`` ->
+            ``adversary``), a dict ``{agent: policy}`` naming every agent, or a function
+            ``agent -> policy name``.
+        frozen: policies that act but never learn (their initial parameters, or those a
+            resumed run restores).
+
+    Raises:
+        ConfigValueError: an unknown strategy, an agent left unmapped, a policy name that
+            is not a non-empty string, or a frozen policy no agent maps to.
+    """
+    if isinstance(mapping, str):
+        if mapping not in POLICY_MAPPINGS:
+            raise invalid_value(
+                "policy_mapping.mapping", mapping, f"one of {POLICY_MAPPINGS}, a dict or a function"
+            )
+        choose = {"shared": lambda a: "shared", "per_agent": lambda a: a, "per_team": _team}[
+            mapping
+        ]
+    elif isinstance(mapping, Mapping):
+        unmapped = [a for a in agents if a not in mapping]
+        if unmapped:
+            raise invalid_value(
+                "policy_mapping.mapping",
+                dict(mapping),
+                f"a policy for every agent of {tuple(agents)}; {unmapped[0]!r} is unmapped",
+            )
+        choose = mapping.__getitem__
+    elif callable(mapping):
+        choose = mapping
+    else:
+        raise invalid_value(
+            "policy_mapping.mapping", mapping, f"one of {POLICY_MAPPINGS}, a dict or a function"
+        )
+    names: list[str] = []
+    for agent in agents:
+        name = choose(agent)
+        if not isinstance(name, str) or not name or "/" in name:
+            raise invalid_value(
+                "policy_mapping.mapping",
+                mapping,
+                f"policy names without '/' for every agent; agent {agent!r} got {name!r}",
+            )
+        if name not in names:
+            names.append(name)
+    unknown = [name for name in frozen if name not in names]
+    if unknown:
+        raise invalid_value(
+            "policy_mapping.frozen",
+            tuple(frozen),
+            f"policies of the mapping {tuple(names)}; {unknown[0]!r} is none",
+        )
+    return AgentPolicies(
+        agents=tuple(agents),
+        policy_names=tuple(names),
+        agent_policies=tuple(names.index(choose(agent)) for agent in agents),
+        frozen=tuple(frozen),
+    )
+
+
+def configured_game() -> GameInfo | None:
+    """The PettingZoo game the config's ``create_environment`` names (None for any other
+    environment)."""
+    env_name = _bound("create_environment.env_name")
+    if not is_pettingzoo(env_name):
+        return None
+    return game_info(env_name, _bound("create_environment.env_kwargs"))
+
+
+def _bound(name: str) -> Any:
+    try:
+        return gin.query_parameter(name)
+    except ValueError:
+        return None
+
+
+def configured_agent_policies() -> AgentPolicies | None:
+    """The configured :func:`policy_mapping` of the configured PettingZoo game (None
+    for any other environment).
+
+    Raises:
+        ConfigValueError: a mapping other than ``"shared"`` for a turn-based game (its
+            one learner row per game changes seat from game to game).
+    """
+    info = configured_game()
+    if info is None:
+        return None
+    policies = policy_mapping(agents=info.agents)
+    if info.turn_based:
+        if not policies.is_shared:
+            raise invalid_value(
+                "policy_mapping.mapping",
+                _bound("policy_mapping.mapping"),
+                f"'shared' for the turn-based game '{info.env_name}' (its one learner row per "
+                "game plays a different seat each game; the other seats are opponents)",
+            )
+    return policies

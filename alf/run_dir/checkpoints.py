@@ -13,12 +13,15 @@ data only) whose keys and owners are:
 ``bindings``                           the config (``alf.config.current_bindings()``)
 ``algorithm``                          ``Algorithm.checkpoint_state()``: ``module`` (the
                                        parameters and statistics) and ``optimizer``
-                                       (required)
+                                       (required; by policy name for a
+                                       ``MultiPolicyAlgorithm``)
 ``replay_buffer``                      ``RLAlgorithm.data_checkpoint_state()`` when not
                                        None (a replay buffer with ``enable_checkpoint``)
 ``policies``                           the run's frozen policies, when it has some
                                        (``TrainerConfig.frozen_policies``): name ->
-                                       their algorithm's parameters and statistics
+                                       their algorithm's parameters and statistics;
+                                       and a self-play league's snapshots
+                                       (``league/<name>``)
 =====================================  ==================================================
 
 :class:`RunCheckpoint` is that dict as a typed record; :func:`read_checkpoint` reads a
