@@ -1,8 +1,8 @@
 """Faults of a synchronous environment, through the commands a user types: one that
-raises, returns the old 4-tuple or a reward that is not one number, hangs, or never ends
-an episode; and the smaller start-time checks (too many environments, a bad
-``--checkpoint_step``), and the final checkpoint of a healthy learner whose APPO actor
-is killed.
+raises, returns the old 4-tuple or a reward that is not one number, hangs (in ``step``
+or ``reset``), or never ends an episode; and the smaller start-time checks (too many
+environments, a bad ``--checkpoint_step``), and the final checkpoint of a healthy learner
+whose APPO actor is killed.
 
 The environment is ``alf_test_bad_envs:FaultyEnv-v0`` (``tests/alf_test_bad_envs.py``),
 its fault chosen through ``create_environment.env_kwargs``; with
@@ -147,6 +147,32 @@ def test_hanging_env_call_stops_the_run_with_one_line(tmp_path, fault):
     status = _status(root)
     assert status["state"] == "failed" and status["error"] == message, status
     assert checkpoint_steps(root) == [2, 3]
+
+
+def test_hanging_reset_stops_the_run_with_one_line(tmp_path):
+    """A synchronous ``reset`` that hangs (in C: a sleep) is stopped by
+    ``TrainerConfig.env_timeout_s`` like a hung ``step``; resumed on such an environment,
+    the run's checkpoint stays as it was (nothing was trained since)."""
+    root = tmp_path / "run"
+    good = _train(root, *BASE[:-1], "TrainerConfig.num_iterations=2")
+    assert good.returncode == 0, good.stderr[-3000:]
+    before = snapshot(root / "checkpoints")
+    start = time.monotonic()
+    result = _train(
+        root,
+        *BASE,
+        "TrainerConfig.allow_config_change=True",
+        "TrainerConfig.env_timeout_s=2",
+        _faulty(fault="hang_reset"),
+    )
+    assert time.monotonic() - start < 90
+    message = _one_line(result)
+    assert message.startswith(f"reset() of environment 0 of '{ENV_ID}' (environments 0..7)")
+    assert "TrainerConfig.env_timeout_s=2" in message and "hangs" in message, message
+    status = _status(root)
+    assert status["state"] == "failed" and status["error"] == message, status
+    assert status["exit_code"] == EXIT_TRAINING_ERROR
+    assert snapshot(root / "checkpoints") == before
 
 
 @pytest.fixture(scope="module")
