@@ -13,6 +13,7 @@ from helpers_cli import (
     TINY_NUM_CHECKPOINTS,
     TINY_NUM_ITERATIONS,
     UNUSED_BINDING,
+    assert_clean_user_error,
     checkpoint_steps,
     copy_run,
     eval_records,
@@ -183,10 +184,13 @@ def plays(run_dir, tmp_path_factory) -> dict:
         {
             "newest": play_cmd(run_dir, "--num_episodes=3"),
             "step": play_cmd(corrupt, f"--checkpoint_step={older}", "--num_episodes=2"),
+            "checkpoint": play_cmd(corrupt, f"--checkpoint={older}", "--num_episodes=2"),
+            "corrupt": play_cmd(corrupt, f"--checkpoint={newest}", "--num_episodes=2"),
             "record": play_cmd(run_dir, "--num_episodes=2", f"--record_file={video}"),
         }
     )
-    return {**results, "video": video}
+    unreadable = corrupt / "checkpoints" / f"ckpt-{newest}.pt"
+    return {**results, "video": video, "unreadable": unreadable}
 
 
 def test_play_newest_checkpoint(plays):
@@ -195,6 +199,13 @@ def test_play_newest_checkpoint(plays):
 
 def test_play_checkpoint_step_loads_that_checkpoint(plays):
     _check_play_output(plays["step"], 2)
+
+
+def test_play_checkpoint_loads_that_checkpoint(plays):
+    """``--checkpoint=N`` (the documented spelling) plays iteration N's checkpoint: the
+    older one works, and naming the newest (unreadable) one fails naming that file."""
+    _check_play_output(plays["checkpoint"], 2)
+    assert_clean_user_error(plays["corrupt"], "alf.bin.play", str(plays["unreadable"]))
 
 
 def test_play_records_mp4(plays):

@@ -2,11 +2,13 @@ r"""Plays a trained agent: prints each episode's return, then ``average_return: 
 
 Usage::
 
-    python -m alf.bin.play --root_dir=~/runs/ppo [--checkpoint_step=N] \
+    python -m alf.bin.play --root_dir=~/runs/ppo [--checkpoint=N|FILE] \
         [--num_episodes=10] [--record_file=out.mp4 (one episode unless --num_episodes)]
 
 The run's ``config.gin`` rebuilds the environment and algorithm; the newest checkpoint
-(or iteration ``N``) supplies the parameters; actions come from ``predict_step``.
+(or that of iteration ``N``, or the checkpoint file ``FILE``) supplies the parameters;
+actions come from ``predict_step``. ``--checkpoint_step=N`` is an alias of
+``--checkpoint=N``.
 
 ``--record_file`` renders off-screen. On a Linux machine without a display, when
 ``MUJOCO_GL`` is unset, MuJoCo gets the first OpenGL backend that works here (``egl``,
