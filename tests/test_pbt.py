@@ -275,6 +275,17 @@ def test_a_rerun_redoes_nothing(population):
     assert snapshot(root) == before
 
 
+def test_a_root_dir_of_another_population_is_refused(population):
+    root, _ = population
+    before = snapshot(root)
+    flags = ("--population=3", "--interval=512", "--num_env_steps=1024")
+    proc = run_cli(pbt_cmd(root, MUTATE, *flags), timeout=120)
+    assert proc.returncode == 2
+    errors = error_lines(proc.stderr, "alf.bin.pbt")
+    assert len(errors) == 1 and "holds a population with a different --population" in errors[0]
+    assert snapshot(root) == before
+
+
 def test_the_resume_check_stays_strict_but_for_the_mutable_bindings(population, tmp_path):
     root, _ = population
     member = tmp_path / "member"

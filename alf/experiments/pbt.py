@@ -70,6 +70,10 @@ MAX_RELAUNCHES = 3
 without failing (killed, stopped from outside) before it gives up."""
 
 
+_FLAGS = {"conf_params": "--conf_param", "mutations": "--mutate"}
+"""The flags of the settings whose name is not their flag's."""
+
+
 class Job(Protocol):
     """A member's training as a :class:`Launcher` runs it (what the controller needs of
     :class:`~alf.experiments.launcher.RunProcess`)."""
@@ -201,10 +205,11 @@ class Population:
         if state is not None:
             changed = state.settings.differences(self.settings)
             if changed:
+                flags = [_FLAGS.get(name, f"--{name}") for name in changed]
                 raise PopulationStateError(
                     f"root_dir '{self.root_dir}' holds a population with a different "
-                    f"{', '.join(f'--{name}' for name in changed)}; rerun its own command "
-                    "to continue it, or use another --root_dir"
+                    f"{', '.join(flags)}; rerun its own command to continue it, or use "
+                    "another --root_dir"
                 )
             return state
         if os.path.isdir(self.root_dir) and set(os.listdir(self.root_dir)) - {LOCK_FILE}:
