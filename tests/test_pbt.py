@@ -147,6 +147,7 @@ def test_ranking_and_the_exploit_plan():
     )
     assert [member for member, _ in pairs] == [1, 4]  # the bottom 2 of 8 ...
     assert {donor for _, donor in pairs} <= {2, 6}  # ... copy the top 2
+    assert plan_exploit([3.0, 2.0, 1.0], quantile=0.5, rng=random.Random(0)) == [(2, 0)]
     mutation = parse_mutation(f"{LR}=choice(1e-4, 3e-4, 1e-3)")
     assert mutation.initial_values(4, random.Random(0)) == [1e-4, 3e-4, 1e-3, 1e-4]
     assert mutation.perturb(3e-4, random.Random(0), factors=(1.25,)) == 1e-3  # a neighbour

@@ -131,10 +131,11 @@ def rank_members(scores: Sequence[float | None]) -> list[int]:
 def plan_exploit(
     scores: Sequence[float | None], *, quantile: float, rng: random.Random
 ) -> list[tuple[int, int]]:
-    """Which members copy whom: each of the bottom ``ceil(quantile * N)`` members copies
-    one drawn uniformly from the top as many; returns ``(member, donor)`` pairs."""
+    """Which members copy whom: each of the bottom ``ceil(quantile * N)`` members (at
+    most ``N // 2``, so no donor copies) copies one drawn uniformly from the top as many;
+    returns ``(member, donor)`` pairs."""
     order = rank_members(scores)
-    count = max(1, math.ceil(quantile * len(scores)))
+    count = max(1, min(math.ceil(quantile * len(scores)), len(scores) // 2))
     top, bottom = order[:count], order[len(order) - count :]
     return [(member, rng.choice(top)) for member in sorted(bottom)]
 

@@ -47,6 +47,7 @@ __all__ = [
     "PopulationSettings",
     "PopulationState",
     "PopulationStateError",
+    "SEED_BINDING",
     "copy_checkpoint",
     "member_dir",
     "newest_checkpoint",
