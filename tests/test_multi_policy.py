@@ -235,19 +235,45 @@ def test_a_bad_mapping_stops_the_run_in_one_line(
 
 
 def test_trajectory_rows_split_by_policy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rows a policy learns from are exactly those of its agents (by env_id)."""
+    """The rows a policy learns from are exactly those of its agents (by env_id), with
+    env ids among its own rows (for a replay buffer sized for them)."""
     env = _race()
     algorithm = _multi(env)
     unroller = SyncUnroller(env=env, policy=Policy(algorithm=algorithm), unroll_length=4)
     trajectory = unroller.collect()
-    seen: dict[str, list[int]] = {}
+    seen: dict[str, object] = {}
     for name, sub in algorithm.policies.items():
 
         def record(part: Trajectory, name: str = name) -> dict[str, float]:
-            seen[name] = part.experience().env_id[0].tolist()
+            seen[name] = part.experience()
             return {}
 
         monkeypatch.setattr(sub, "learn", record)
     algorithm.learn(trajectory)
-    assert seen == {"fast": [0, 2, 3, 5], "slow": [1, 4]}
+    whole = trajectory.experience()
+    for name, rows in (("fast", [0, 2, 3, 5]), ("slow", [1, 4])):
+        torch.testing.assert_close(seen[name].observation, whole.observation[:, rows])
+        assert seen[name].env_id[0].tolist() == list(range(len(rows)))
     unroller.close()
+
+
+def test_an_off_policy_run_with_a_policy_per_agent(tmp_path: Path) -> None:
+    """DQN: each policy's replay buffer holds its own agents' rows (local env ids)."""
+    root = tmp_path / "dqn"
+    result = run_cli(
+        train_cmd(
+            root,
+            f"create_environment.env_name='{RACE}'",
+            "create_environment.num_parallel_environments=6",
+            "policy_mapping.mapping='per_agent'",
+            "TrainerConfig.num_iterations=80",
+            "TrainerConfig.initial_collect_steps=60",
+            "TrainerConfig.summary_interval=20",
+            "TrainerConfig.num_eval_environments=3",
+            conf=REPO / "alf" / "examples" / "dqn_cart_pole.gin",
+        ),
+        pythonpath=TESTS,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    train = [r for r in _records(root) if "train/runner_2/loss" in r]
+    assert train and "train/runner_0/loss" in train[-1]

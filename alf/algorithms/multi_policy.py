@@ -172,34 +172,55 @@ class MultiPolicyAlgorithm(RLAlgorithm):
         return float((self.agent_policy == index).float().mean())
 
     def prepare_learning(self, setup: LearningSetup) -> None:
+        """Prepares each policy for its share of the rows (and of the initial
+        collection)."""
         for i, algorithm in enumerate(self.policies.values()):
-            rows = round(setup.num_envs * self._share(i))
-            algorithm.prepare_learning(dataclasses.replace(setup, num_envs=max(rows, 1)))
+            share = self._share(i)
+            algorithm.prepare_learning(
+                dataclasses.replace(
+                    setup,
+                    num_envs=max(round(setup.num_envs * share), 1),
+                    initial_collect_steps=round(setup.initial_collect_steps * share),
+                )
+            )
+
+    def _local_env_ids(self, env_id: torch.Tensor, policy: int) -> torch.Tensor:
+        """The env ids of a policy's rows among its own rows: agent ``a`` of game ``g``,
+        the ``k``-th agent mapped to the policy, is row ``g * n + k`` of the policy's
+        ``n`` agents per game (what its replay buffer, sized for its rows, indexes)."""
+        mine = self.agent_policy == policy
+        position = torch.cumsum(mine.long(), 0) - 1
+        num_agents = len(self.agent_policy)
+        position = position.to(env_id.device)
+        return (env_id // num_agents) * int(mine.sum()) + position[env_id % num_agents]
+
+    def _rows_of(self, trajectory: Trajectory, policy: int) -> Trajectory | None:
+        """The trajectory's rows of policy ``policy``'s agents (None if it has none),
+        with env ids among its own rows."""
+        segments, rows, total = [], 0, 0
+        for segment in trajectory:
+            env_id = segment.exp.env_id[0]
+            total += env_id.numel()
+            agent = env_id % len(self.agent_policy)
+            index = torch.nonzero(self.agent_policy.to(env_id.device)[agent] == policy).squeeze(1)
+            if index.numel():
+                exp = _columns(segment.exp, index)
+                exp = exp._replace(env_id=self._local_env_ids(exp.env_id, policy))
+                segments.append(Segment(exp=exp, num_old_rows=segment.num_old_rows))
+                rows += index.numel()
+        if not segments:
+            return None
+        env_steps = trajectory.env_steps * rows // max(total, 1)
+        return Trajectory(segments=tuple(segments), env_steps=env_steps)
 
     def learn(self, trajectory: Trajectory) -> dict[str, float]:
         """Trains every policy that is not frozen on its agents' rows; its scalars are
         reported as ``<policy>/<name>``."""
         stats: dict[str, float] = {}
-        total_rows = sum(segment.exp.step_type.shape[1] for segment in trajectory) or 1
         for i, (name, algorithm) in enumerate(self.policies.items()):
-            if name in self.frozen:
+            part = None if name in self.frozen else self._rows_of(trajectory, i)
+            if part is None:
                 continue
-            segments, rows = [], 0
-            for segment in trajectory:
-                env_id = segment.exp.env_id[0]
-                index = torch.nonzero(
-                    self.agent_policy.to(env_id.device)[env_id % len(self.agent_policy)] == i
-                ).squeeze(1)
-                if index.numel():
-                    segments.append(
-                        Segment(exp=_columns(segment.exp, index), num_old_rows=segment.num_old_rows)
-                    )
-                    rows += index.numel()
-            if not segments:
-                continue
-            part = Trajectory(
-                segments=tuple(segments), env_steps=trajectory.env_steps * rows // total_rows
-            )
             algorithm.record_statistics = self.record_statistics
             stats.update({f"{name}/{k}": v for k, v in algorithm.learn(part).items()})
         return stats
