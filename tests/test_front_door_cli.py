@@ -1,6 +1,7 @@
 """What a new user hit first (issue 29's defects), through the commands they type: a bug
-in their own code keeps its traceback, re-running a finished run changes nothing, the
-folder holding a clone does not shadow the package, and progress lines are plain."""
+in their own code (an environment, an algorithm, a network) keeps its traceback,
+re-running a finished run changes nothing, the folder holding a clone does not shadow the
+package, and progress lines are plain."""
 
 from __future__ import annotations
 
@@ -88,6 +89,89 @@ def test_a_bug_in_the_users_environment_keeps_its_traceback(
     full = run_cli([*train_cmd(root, binding), "--traceback"], pythonpath=tmp_path)
     assert full.returncode == 2
     assert "gymnasium/envs/registration.py" in full.stderr, full.stderr
+    assert not root.exists()
+
+
+_USER_MODELS = """
+from alf.algorithms import PPOAlgorithm
+from alf.config import configurable
+from alf.networks import ValueNetwork
+
+
+@configurable
+class AlfTestBrokenPPO(PPOAlgorithm):
+    def __init__(self, *, temperature=None, **kwargs):
+        super().__init__(**kwargs)
+        self.temperature = temperature * 2
+
+
+@configurable
+class AlfTestBrokenValueNetwork(ValueNetwork):
+    def __init__(self, *, input_spec, **kwargs):
+        super().__init__(input_spec=input_spec, **kwargs)
+        self.scale = 1.0 + kwargs.get("scale")
+"""
+
+_USER_CONF = """
+import alf_test_user_models
+include 'ppo_cart_pole.gin'
+"""
+
+
+@pytest.mark.parametrize(
+    ("binding", "line", "text", "message"),
+    [
+        (
+            "TrainerConfig.algorithm_ctor = @AlfTestBrokenPPO",
+            11,
+            "self.temperature = temperature * 2",
+            "unsupported operand type(s) for *: 'NoneType' and 'int'",
+        ),
+        (
+            "PPOAlgorithm.value_network_ctor = @AlfTestBrokenValueNetwork",
+            18,
+            'self.scale = 1.0 + kwargs.get("scale")',
+            "unsupported operand type(s) for +: 'float' and 'NoneType'",
+        ),
+    ],
+    ids=["algorithm", "network"],
+)
+def test_a_bug_in_the_users_algorithm_or_network_keeps_its_traceback(
+    tmp_path: Path, binding: str, line: int, text: str, message: str
+) -> None:
+    """A configurable subclass of the user's own (an algorithm, a network) whose
+    ``__init__`` raises while the run is built: a short traceback ending in their file."""
+    user_file = tmp_path / "alf_test_user_models.py"
+    user_file.write_text(_USER_MODELS)
+    conf = tmp_path / "my_conf.gin"
+    conf.write_text(_USER_CONF + binding + "\n")
+    root = tmp_path / "run"
+    result = run_cli(train_cmd(root, conf=conf), pythonpath=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    stderr = result.stderr
+    lines = stderr.strip().splitlines()
+    start = lines.index(
+        "Traceback (most recent call last; frames of ALF and installed packages hidden, "
+        "--traceback shows them all):"
+    )
+    # Only the user's frames: the innermost is the line that failed, in __init__.
+    frames = [i for i in range(start + 1, len(lines)) if lines[i].startswith("  File ")]
+    assert frames and all(f'File "{user_file}"' in lines[i] for i in frames), stderr
+    assert lines[frames[-1]] == f'  File "{user_file}", line {line}, in __init__', stderr
+    assert lines[frames[-1] + 1].strip() == text, stderr
+    assert lines[-2] == f"TypeError: {message}", stderr
+    assert lines[-1] == (
+        f"{TRAIN}: error: your code raised TypeError while the run was being built "
+        f"(alf_test_user_models.py, line {line}); its traceback is above"
+    ), stderr
+    assert len(lines) - start <= 9, stderr  # short: ALF's and torch's frames hidden
+    assert "site-packages" not in stderr and "/alf/" not in stderr.replace(str(user_file), "")
+    assert not root.exists()
+    # --traceback shows the whole of it, ALF's frames included.
+    full = run_cli([*train_cmd(root, conf=conf), "--traceback"], pythonpath=tmp_path)
+    assert full.returncode == 2
+    assert f'File "{user_file}", line {line}, in __init__' in full.stderr
+    assert os.path.join("alf", "trainers", "") in full.stderr, full.stderr
     assert not root.exists()
 
 
