@@ -273,46 +273,84 @@ class TurnBasedEnvironment(AlfEnvironment):
     def _learner(self, game: int) -> str:
         return self._info.agents[self._seat[game]]
 
-    def _play_opponents(self, game: int) -> tuple[float, bool, bool]:
-        """Plays the other seats until the learner is to move or the game is over;
-        returns the learner's reward over those moves and whether its episode
-        terminated or was truncated."""
-        env, learner, rng = self._games[game], self._learner(game), self._rngs[game]
-        entry = self._opponents[game]
-        assert entry is not None
-        opponent = entry[1]
-        reward = 0.0
-        while True:
-            if env.terminations.get(learner, False) or learner not in env.agents:
-                return reward, True, False
-            if env.truncations.get(learner, False):
-                return reward, False, True
-            agent = env.agent_selection
-            if agent == learner:
-                return reward, False, False
-            observation, _, terminated, truncated, _ = env.last()
-            move = None if terminated or truncated else opponent(observation, rng)
-            self._call(game, f"step (opponent {agent})", env.step, move)
-            reward += float(env.rewards.get(learner, 0.0))
+    def _learner_status(self, game: int) -> tuple[bool, bool, bool]:
+        """Whether the learner's episode terminated, was truncated, or it is to move."""
+        env, learner = self._games[game], self._learner(game)
+        if env.terminations.get(learner, False) or learner not in env.agents:
+            return True, False, False
+        if env.truncations.get(learner, False):
+            return False, True, False
+        return False, False, env.agent_selection == learner
 
-    def _start_game(self, game: int, seed: int | None) -> None:
+    def _play_opponents(self, games: list[int]) -> dict[int, tuple[float, bool, bool]]:
+        """Plays the other seats of ``games`` until the learner is to move or its episode
+        is over; returns, by game, the learner's reward over those moves and whether its
+        episode terminated or was truncated. Games facing the same opponent move
+        together: an opponent with a ``batch`` method (a policy) gets all their
+        observations in one call."""
+        rewards = dict.fromkeys(games, 0.0)
+        results: dict[int, tuple[float, bool, bool]] = {}
+        active = list(games)
+        while active:
+            waiting: dict[int, list[tuple[int, Any]]] = {}
+            opponents: dict[int, Opponent] = {}
+            for game in active:
+                terminated, truncated, to_move = self._learner_status(game)
+                if terminated or truncated or to_move:
+                    results[game] = (rewards[game], terminated, truncated)
+                    continue
+                observation, _, done, cut, _ = self._games[game].last()
+                if done or cut:  # a finished agent steps out with None
+                    self._opponent_move(game, None, rewards)
+                    waiting.setdefault(-1, [])
+                    continue
+                entry = self._opponents[game]
+                assert entry is not None
+                opponents[id(entry[1])] = entry[1]
+                waiting.setdefault(id(entry[1]), []).append((game, observation))
+            for key, pending in waiting.items():
+                if key == -1 or not pending:
+                    continue
+                for (game, _), move in zip(
+                    pending, self._moves_of(opponents[key], pending), strict=True
+                ):
+                    self._opponent_move(game, move, rewards)
+            active = [game for game in active if game not in results]
+        return results
+
+    def _moves_of(self, opponent: Opponent, pending: list[tuple[int, Any]]) -> list[Any]:
+        """The opponent's moves in the ``(game, observation)`` of ``pending``."""
+        batch = getattr(opponent, "batch", None)
+        if batch is not None and len(pending) > 1:
+            return batch([observation for _, observation in pending])
+        return [opponent(observation, self._rngs[game]) for game, observation in pending]
+
+    def _opponent_move(self, game: int, move: Any, rewards: dict[int, float]) -> None:
         env = self._games[game]
-        self._call(game, "reset", lambda: env.reset(seed=seed))
-        self._moves[game] = 0
-        self._reset_next[game] = False
-        self._opponents[game] = self._source.draw(self._rngs[game])
-        self._returns[game], terminated, truncated = self._play_opponents(game)
-        if terminated or truncated:
-            raise EnvironmentCallError(
-                f"game {self._first_index + game} of '{self._env_name}' ended before the "
-                f"learner ({self._learner(game)}) moved"
-            )
-        self._set_row(self._buffers, game, env.observe(self._learner(game)))
+        self._call(game, f"step (opponent {env.agent_selection})", env.step, move)
+        rewards[game] += float(env.rewards.get(self._learner(game), 0.0))
+
+    def _start_games(self, games: list[int], seed: int | None) -> None:
+        """Resets ``games`` (game ``g`` seeded with ``seed + g``) and plays their
+        opponents' moves until each learner is to move."""
+        for game in games:
+            env = self._games[game]
+            game_seed = None if seed is None else seed + game
+            self._call(game, "reset", lambda env=env, s=game_seed: env.reset(seed=s))
+            self._moves[game] = 0
+            self._reset_next[game] = False
+            self._opponents[game] = self._source.draw(self._rngs[game])
+        for game, (reward, terminated, truncated) in self._play_opponents(games).items():
+            if terminated or truncated:
+                raise EnvironmentCallError(
+                    f"game {self._first_index + game} of '{self._env_name}' ended before the "
+                    f"learner ({self._learner(game)}) moved"
+                )
+            self._returns[game] = reward
+            self._set_row(self._buffers, game, self._games[game].observe(self._learner(game)))
 
     def reset(self) -> TimeStep:
-        for game in range(self._num_envs):
-            seed = None if self._seed is None else self._seed + game
-            self._start_game(game, seed)
+        self._start_games(list(range(self._num_envs)), self._seed)
         self._seed = None
         self._check.restart()
         observation = self._observation()
@@ -330,21 +368,23 @@ class TurnBasedEnvironment(AlfEnvironment):
         step_type = np.full(self._num_envs, StepType.MID, dtype=np.int32)
         reward = np.zeros(self._num_envs, dtype=np.float32)
         discount = np.ones(self._num_envs, dtype=np.float32)
-        for game in range(self._num_envs):
-            if first[game]:
-                if self._rotate:
-                    self._seat[game] = (self._seat[game] + 1) % len(self._info.agents)
-                self._start_game(game, None)
-                step_type[game] = StepType.FIRST
-                continue
+        starting = [int(g) for g in np.flatnonzero(first)]
+        for game in starting:
+            if self._rotate:
+                self._seat[game] = (self._seat[game] + 1) % len(self._info.agents)
+        self._start_games(starting, None)
+        step_type[first] = StepType.FIRST
+        playing = [int(g) for g in np.flatnonzero(~first)]
+        own = {}
+        for game in playing:
             env, learner = self._games[game], self._learner(game)
-            move = row_of(np_action, game)
-            self._call(game, f"step (learner {learner})", env.step, move)
+            self._call(game, f"step (learner {learner})", env.step, row_of(np_action, game))
             self._moves[game] += 1
-            own = float(env.rewards.get(learner, 0.0))
-            later, terminated, truncated = self._play_opponents(game)
-            reward[game] = own + later
-            self._returns[game] += own + later
+            own[game] = float(env.rewards.get(learner, 0.0))
+        for game, (later, terminated, truncated) in self._play_opponents(playing).items():
+            env, learner = self._games[game], self._learner(game)
+            reward[game] = own[game] + later
+            self._returns[game] += own[game] + later
             if learner in env.agents:
                 self._set_row(self._buffers, game, env.observe(learner))
             truncated = truncated or (self._cap is not None and self._moves[game] >= self._cap)

@@ -50,8 +50,8 @@ class SelfPlayError(UserError, ValueError):
 
 class PolicyOpponent:
     """An :data:`~alf.environments.pettingzoo_turns.Opponent` that moves with a frozen
-    :class:`Policy` (one observation at a time; the policy must have no recurrent
-    state).
+    :class:`Policy`; :meth:`batch` moves in several games with one forward pass. The
+    policy must have no recurrent state.
 
     Args:
         policy: the frozen policy.
@@ -61,32 +61,38 @@ class PolicyOpponent:
     def __init__(self, *, policy: Policy, sample: bool) -> None:
         self._policy = policy
         self._sample = sample
-        self._state = policy.initial_state(1, greedy=not sample)
-        zero_action = nest.map_structure(lambda s: s.zeros((1,)), policy.action_spec)
-        self._template = TimeStep(
-            step_type=torch.full((1,), StepType.MID, dtype=torch.int32),
-            reward=torch.zeros(1),
-            discount=torch.ones(1),
-            observation=None,
-            prev_action=zero_action,
-            env_id=torch.zeros(1, dtype=torch.int64),
-        )
 
     @torch.no_grad()
-    def __call__(self, observation: Any, rng: np.random.Generator) -> Any:
-        batched = nest.map_structure(lambda x: torch.as_tensor(np.asarray(x))[None], observation)
-        time_step = self._template._replace(observation=batched)
+    def batch(self, observations: list[Any]) -> list[Any]:
+        """The moves for ``observations`` (one per game, numpy nests)."""
+        size = len(observations)
+        batched = nest.map_structure(
+            lambda *xs: torch.as_tensor(np.stack([np.asarray(x) for x in xs])), *observations
+        )
+        time_step = TimeStep(
+            step_type=torch.full((size,), StepType.MID, dtype=torch.int32),
+            reward=torch.zeros(size),
+            discount=torch.ones(size),
+            observation=batched,
+            prev_action=nest.map_structure(lambda s: s.zeros((size,)), self._policy.action_spec),
+            env_id=torch.arange(size, dtype=torch.int64),
+        )
+        state = self._policy.initial_state(size, greedy=not self._sample)
         if self._sample:
-            action = self._policy.explore_step(time_step, self._state).action
+            action = self._policy.explore_step(time_step, state).action
         else:
-            action = self._policy.greedy_step(time_step, self._state)[0]
-        return nest.map_structure(lambda a: a[0].numpy(), action)
+            action = self._policy.greedy_step(time_step, state)[0]
+        return [nest.map_structure(lambda a, i=i: a[i].numpy(), action) for i in range(size)]
+
+    def __call__(self, observation: Any, rng: np.random.Generator) -> Any:
+        return self.batch([observation])[0]
 
 
 @dataclasses.dataclass
 class _Member:
     name: str
     policy: Policy
+    opponent: PolicyOpponent
     results: deque = dataclasses.field(default_factory=lambda: deque(maxlen=RESULT_WINDOW))
 
     @property
@@ -121,7 +127,8 @@ class League:
         else:
             policy.load_parameters(source)
         self.members = [m for m in self.members if m.name != name]
-        self.members.append(_Member(name=name, policy=policy))
+        opponent = PolicyOpponent(policy=policy, sample=self.settings.sample_moves)
+        self.members.append(_Member(name=name, policy=policy, opponent=opponent))
         del self.members[: -self.settings.max_members]
 
     def draw(self, rng: np.random.Generator) -> tuple[str, Opponent]:
@@ -133,8 +140,7 @@ class League:
         else:
             weights = np.array([(1.0 - m.win_rate) ** 2 + 0.05 for m in self.members])
             member = self.members[int(rng.choice(len(self.members), p=weights / weights.sum()))]
-        opponent = PolicyOpponent(policy=member.policy, sample=self.settings.sample_moves)
-        return LEAGUE_PREFIX + member.name, opponent
+        return LEAGUE_PREFIX + member.name, member.opponent
 
     def record(self, name: str, learner_return: float) -> None:
         """Counts a finished game (a positive return is a win, zero a draw)."""
