@@ -50,6 +50,9 @@ def test_policy_mapping_strategies() -> None:
     )
     assert chosen.policy_names == ("a", "b") and chosen.agent_policies == (0, 1, 0)
     assert not chosen.is_shared
+    assert per_agent.groups == AGENTS and shared.groups is None
+    assert teams.groups == ("adversary", "agent", "agent")
+    assert policy_mapping(agents=("adversary_0", "agent_0")).groups == ("adversary", "agent")
     odd = policy_mapping(
         agents=AGENTS, mapping=lambda agent: "odd" if agent[-1] in "13" else "even"
     )
@@ -157,6 +160,9 @@ def test_a_run_with_a_policy_per_agent_and_a_frozen_one(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr[-3000:]
     train = [r for r in _records(root) if "train/runner_0/loss" in r]
     assert train and "train/runner_1/loss" in train[-1]
+    evals = [r for r in _records(root) if "eval/average_return" in r]
+    # Each policy's agents' evaluation returns (the race pays 1 per move).
+    assert {f"eval/runner_{i}/average_return" for i in range(3)} <= set(evals[-1])
     assert not any(key.startswith("train/runner_2/") for key in train[-1])
     saved = torch.load(root / "checkpoints" / "ckpt-4.pt", weights_only=True)
     assert set(saved["algorithm"]["optimizer"]) == {"runner_0", "runner_1"}

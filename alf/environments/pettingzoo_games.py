@@ -197,6 +197,16 @@ class AgentPolicies:
         """One learning policy for every agent (the plain single-policy run)."""
         return len(self.policy_names) == 1 and not self.frozen
 
+    @property
+    def groups(self) -> tuple[str, ...] | None:
+        """Each agent's group for summaries: its policy when there are several, else its
+        team (its name without a trailing ``_<n>``) when there are several teams; None
+        when all agents are one group."""
+        if len(self.policy_names) > 1:
+            return tuple(self.policy_names[i] for i in self.agent_policies)
+        teams = tuple(_team(agent) for agent in self.agents)
+        return teams if len(set(teams)) > 1 else None
+
 
 def _team(agent: str) -> str:
     """``adversary_0`` -> ``adversary``: an agent's name without its trailing number."""

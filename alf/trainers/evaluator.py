@@ -24,12 +24,22 @@ its own (``TrainerConfig.max_eval_episode_steps``, ``play --max_episode_steps``)
 @dataclass
 class EvalResult:
     """Returns and lengths of the evaluated episodes; ``cut[i]``: episode ``i`` was cut
-    at the step cap ``max_episode_steps`` (its return is partial)."""
+    at the step cap ``max_episode_steps`` (its return is partial); ``env_ids[i]``: the
+    batch row that played it (in a multi-agent game, ``env_id mod A`` is its agent)."""
 
     returns: list[float]
     lengths: list[int]
     cut: list[bool] = field(default_factory=list)
     max_episode_steps: int | None = None
+    env_ids: list[int] = field(default_factory=list)
+
+    def average_return_by_group(self, groups: tuple[str, ...]) -> dict[str, float]:
+        """The mean return of each group of rows: row ``r`` is in ``groups[r mod
+        len(groups)]`` (e.g. the agent groups of a multi-agent game)."""
+        by_group: dict[str, list[float]] = {}
+        for env_id, ret in zip(self.env_ids, self.returns, strict=True):
+            by_group.setdefault(groups[env_id % len(groups)], []).append(ret)
+        return {group: sum(r) / len(r) for group, r in by_group.items()}
 
     @property
     def num_cut_episodes(self) -> int:
@@ -149,6 +159,7 @@ class Evaluator:
                     result.returns.append(ret)
                     result.lengths.append(length)
                     result.cut.append(False)
+                    result.env_ids.append(int(env_id))
             tracker.pop_completed()
             # (An episode that ended on this step is complete, whatever its length.)
             playing = ~waiting & (done < quota) & ~time_step.is_last().numpy()
@@ -158,6 +169,7 @@ class Evaluator:
                 result.returns.append(float(tracker.current_returns[env_id]))
                 result.lengths.append(int(tracker.current_lengths[env_id]))
                 result.cut.append(True)
+                result.env_ids.append(int(env_id))
             if len(result.returns) >= self.num_episodes:
                 break
             if waiting.any() and not (~waiting & (done < quota)).any():

@@ -8,6 +8,7 @@ from typing import Any
 
 from alf import config as alf_config
 from alf.environments import AlfEnvironment
+from alf.environments.pettingzoo_games import configured_agent_policies
 from alf.errors import AlfError
 from alf.run_dir import layout
 from alf.run_dir.checkpoints import (
@@ -113,6 +114,7 @@ class RLTrainer:
         self.eval_env: AlfEnvironment | None = None
         self.self_play: SelfPlayRun | None = None
         """The league and fixed-opponent evaluation of a self-play run."""
+        self._agent_groups: tuple[str, ...] | None = None
         self.summary: SummaryLogger | None = None
         self.unroller: Collector | None = None
         """The run's collector (sync or async; named for the unrollers it was)."""
@@ -166,6 +168,8 @@ class RLTrainer:
             if self.evaluator is not None
         }
         self.self_play = self._start_self_play(config, resume)
+        policies = configured_agent_policies()
+        self._agent_groups = None if policies is None else policies.groups
         num_envs = parts.num_envs
         self.algorithm.prepare_learning(
             learning_setup(config, num_envs=num_envs, ranks=self._ranks)
@@ -351,6 +355,7 @@ class RLTrainer:
             result = self.evaluator.evaluate()
             others = {name: ev.evaluate() for name, ev in self._frozen_evaluators.items()}
             games = self.self_play.eval_scalars() if self.self_play is not None else {}
+            games.update(self._group_returns(result))
         except COLLECTION_FAILURES:
             checkpoint_healthy_learner(self)
             raise
@@ -369,6 +374,15 @@ class RLTrainer:
             extra_scalars=games,
         )
         return result
+
+    def _group_returns(self, result: EvalResult) -> dict[str, float]:
+        """``<group>/average_return`` of a multi-agent game whose agents form several
+        groups (policies, or teams; see ``AgentPolicies.groups``)."""
+        groups = self._agent_groups
+        if groups is None:
+            return {}
+        by_group = result.average_return_by_group(groups)
+        return {f"{group}/average_return": value for group, value in by_group.items()}
 
     def train(self) -> dict[str, Any]:
         """Runs the loop until the budget is used or a stop is requested, recording the
