@@ -13,7 +13,7 @@ import torch
 
 pytest.importorskip("pettingzoo")
 
-from helpers_cli import REPO, assert_clean_user_error, run_cli, train_cmd  # noqa: E402
+from helpers_cli import REPO, assert_clean_user_error, play_cmd, run_cli, train_cmd  # noqa: E402
 
 from alf.algorithms.factory import make_algorithm  # noqa: E402
 from alf.algorithms.multi_policy import MultiPolicyAlgorithm  # noqa: E402
@@ -163,6 +163,10 @@ def test_a_run_with_a_policy_per_agent_and_a_frozen_one(tmp_path: Path) -> None:
     evals = [r for r in _records(root) if "eval/average_return" in r]
     # Each policy's agents' evaluation returns (the race pays 1 per move).
     assert {f"eval/runner_{i}/average_return" for i in range(3)} <= set(evals[-1])
+    # play rebuilds one game: a row per agent.
+    played = run_cli(play_cmd(root, "--num_episodes=3"), pythonpath=TESTS)
+    assert played.returncode == 0, played.stderr[-3000:]
+    assert played.stdout.count("episode ") == 3
     assert not any(key.startswith("train/runner_2/") for key in train[-1])
     saved = torch.load(root / "checkpoints" / "ckpt-4.pt", weights_only=True)
     assert set(saved["algorithm"]["optimizer"]) == {"runner_0", "runner_1"}

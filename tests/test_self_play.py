@@ -15,7 +15,7 @@ import torch
 
 pytest.importorskip("pettingzoo")
 
-from helpers_cli import assert_clean_user_error, run_cli, train_cmd  # noqa: E402
+from helpers_cli import assert_clean_user_error, play_cmd, run_cli, train_cmd  # noqa: E402
 
 from alf.algorithms.factory import make_algorithm  # noqa: E402
 from alf.algorithms.policy import Policy  # noqa: E402
@@ -146,6 +146,16 @@ def test_a_self_play_run_rates_itself_and_resumes_with_its_league(tmp_path: Path
     # The resumed league still holds the first session's snapshots (and the new one).
     assert sorted(after) == ["league/iteration-12", "league/iteration-6", "league/iteration-9"]
     torch.testing.assert_close(after["league/iteration-6"], saved["league/iteration-6"])
+
+    # play pits the run against a fixed opponent, or against a run (itself here).
+    for opponent in ("random", str(root)):
+        played = run_cli(play_cmd(root, f"--opponent={opponent}", "--num_episodes=4"))
+        assert played.returncode == 0, played.stderr[-3000:]
+        lines = played.stdout.splitlines()
+        assert [line.split(":")[0] for line in lines] == ["as player_0", "as player_1", "win_rate"]
+        assert all("in 4 games" in line for line in lines[:2])
+    wrong = run_cli(play_cmd(root, "--opponent=nobody"))
+    assert_clean_user_error(wrong, "alf.bin.play", "nobody")
 
 
 def test_self_play_needs_a_turn_based_game(tmp_path: Path) -> None:

@@ -10,6 +10,13 @@ The run's ``config.gin`` rebuilds the environment and algorithm; the newest chec
 actions come from ``predict_step``. ``--checkpoint_step=N`` is an alias of
 ``--checkpoint=N``.
 
+In a two-player turn-based game (``pettingzoo:<module>`` with ``env()``),
+``--opponent`` pits the run against another: a run directory of the same game (its
+policy samples its moves from the newest checkpoint), ``random``, ``heuristic`` or
+``module:function`` (see ``turn_based_opponent``). The run plays ``--num_episodes``
+games as each seat and prints its wins, draws and losses per seat, then
+``win_rate: <x>`` over all games.
+
 ``--record_file`` renders off-screen. On a Linux machine without a display, when
 ``MUJOCO_GL`` is unset, MuJoCo gets the first OpenGL backend that works here (``egl``,
 then ``osmesa``); if none does, a MuJoCo environment is refused with one line before any
@@ -65,6 +72,11 @@ def build_parser() -> ToolParser:
         "--seed", type=int, default=12345, help="seed of the played environment (default: 12345)"
     )
     parser.add_argument("--record_file", help="write a video of the episodes to this .mp4 file")
+    parser.add_argument(
+        "--opponent",
+        help="in a turn-based game: a run directory of the same game, random, heuristic or "
+        "module:function to play against, as each seat",
+    )
     add_saved_run_arguments(parser)
     return parser
 
@@ -140,6 +152,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                 _fail(f"cannot load the run from '{root_dir}': {err}")
             _fail(str(err))
 
+        if args.opponent:
+            from alf.bin.match import play_match
+
+            play_match(args, env=env, algorithm=algorithm, fail=_fail)
+            return
         recorder = FrameRecorder(env, writer) if writer else env
         evaluator = Evaluator(
             env=recorder,

@@ -17,6 +17,7 @@ from alf.algorithms.policy import Policy
 from alf.data_structures import StepType, TimeStep
 from alf.environments.pettingzoo_games import GameInfo
 from alf.environments.pettingzoo_turns import (
+    FixedOpponent,
     Opponent,
     TurnBasedEnvironment,
     resolve_opponent,
@@ -34,7 +35,9 @@ __all__ = [
     "SelfPlayError",
     "SelfPlayRun",
     "frozen_policy_maker",
+    "outcome_rates",
     "performance_rating",
+    "seat_evaluators",
 ]
 
 RESULT_WINDOW = 200
@@ -177,10 +180,38 @@ def performance_rating(score: float, opponent_rating: float, games: int) -> floa
     return opponent_rating + 400.0 * math.log10(score / (1.0 - score))
 
 
-def _score(returns: list[float]) -> tuple[float, float, float]:
-    """Win, draw and loss rates of the returns."""
+def outcome_rates(returns: list[float]) -> tuple[float, float, float]:
+    """Win, draw and loss rates of a zero-sum game's returns (positive, zero, negative)."""
     array = np.asarray(returns)
     return float((array > 0).mean()), float((array == 0).mean()), float((array < 0).mean())
+
+
+def seat_evaluators(
+    *,
+    info: GameInfo,
+    policy: Policy,
+    opponent: str | Opponent,
+    games: int,
+    num_envs: int,
+    seed: int,
+) -> dict[str, Evaluator]:
+    """An evaluator per seat of ``info``'s game: ``policy`` (greedy) playing that seat
+    for ``games`` games against ``opponent`` (a name of
+    :func:`~alf.environments.pettingzoo_turns.turn_based_opponent`, or an opponent such
+    as a :class:`PolicyOpponent`)."""
+    evaluators = {}
+    for seat in info.agents:
+        env = TurnBasedEnvironment(
+            info=info,
+            num_envs=num_envs,
+            seed=seed,
+            opponent=opponent if isinstance(opponent, str) else "random",
+            seat=seat,
+        )
+        if not isinstance(opponent, str):
+            env.set_opponents(FixedOpponent(name="opponent", opponent=opponent))
+        evaluators[seat] = Evaluator(env=env, policy=policy, num_episodes=games)
+    return evaluators
 
 
 class FixedOpponentEvaluation:
@@ -202,15 +233,16 @@ class FixedOpponentEvaluation:
             resolve_opponent(name, info)  # an unknown one fails at start
         self._settings = settings
         self._evaluators = {
-            (name, seat): Evaluator(
-                env=TurnBasedEnvironment(
-                    info=info, num_envs=num_envs, seed=seed, opponent=name, seat=seat
-                ),
-                policy=policy,
-                num_episodes=settings.eval_games,
-            )
+            (name, seat): evaluator
             for name in settings.eval_opponents
-            for seat in info.agents
+            for seat, evaluator in seat_evaluators(
+                info=info,
+                policy=policy,
+                opponent=name,
+                games=settings.eval_games,
+                num_envs=num_envs,
+                seed=seed,
+            ).items()
         }
         self._ratings = {"random": 0.0}
         if "heuristic" in settings.eval_opponents and "random" in settings.eval_opponents:
@@ -237,7 +269,7 @@ class FixedOpponentEvaluation:
             returns += current[last].tolist()
             current[time_step.step_type.numpy() == StepType.FIRST] = 0.0
         env.close()
-        win, draw, _ = _score(returns)
+        win, draw, _ = outcome_rates(returns)
         return performance_rating(win + 0.5 * draw, 0.0, len(returns))
 
     def evaluate(self) -> dict[str, float]:
@@ -247,7 +279,7 @@ class FixedOpponentEvaluation:
         ratings = []
         for (name, seat), evaluator in self._evaluators.items():
             result: EvalResult = evaluator.evaluate()
-            win, draw, loss = _score(result.returns)
+            win, draw, loss = outcome_rates(result.returns)
             prefix = f"vs_{name}/{seat}/"
             scalars.update(
                 {prefix + "win_rate": win, prefix + "draw_rate": draw, prefix + "loss_rate": loss}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from alf.environments import create_environment
+from alf.environments.pettingzoo_games import configured_game
 from alf.run_dir.checkpoints import RunCheckpoint, read_run_checkpoint, restore_algorithm
 from alf.run_dir.layout import check_run_dir
 from alf.saved_config import load_saved_config
@@ -26,7 +27,8 @@ def load_trained_run(
     conf_params: Sequence[str] = (),
     trusted_modules: Sequence[str] = (),
 ) -> tuple[Any, Any]:
-    """Rebuilds a run's evaluation environment (one env) and its algorithm from
+    """Rebuilds a run's evaluation environment (one env; one game of a multi-agent
+    game) and its algorithm from
     ``root_dir/config.gin``, with the parameters and data-transformer statistics of a
     checkpoint. The configurables the config names must be registered
     (``alf.configurables.import_configurables()``, as the command-line tools do). The
@@ -62,8 +64,11 @@ def load_trained_run(
     )
     if config.torch_num_threads:
         set_cpu_threads(config.torch_num_threads)
+    # One game: one row, or one row per agent of a simultaneous multi-agent game.
+    game = configured_game()
+    rows = len(game.agents) if game is not None and not game.turn_based else 1
     env = create_environment(
-        num_parallel_environments=1, seed=seed, render_mode=render_mode, for_evaluation=True
+        num_parallel_environments=rows, seed=seed, render_mode=render_mode, for_evaluation=True
     )
     try:
         algorithm = build_algorithm(config, env)
