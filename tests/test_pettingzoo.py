@@ -17,7 +17,11 @@ from helpers_cli import assert_clean_user_error, run_cli, snapshot, train_cmd  #
 
 from alf.data_structures import StepType  # noqa: E402
 from alf.environments.create_environment import create_environment  # noqa: E402
-from alf.environments.game_heuristics import connect_four, connect_four_wins  # noqa: E402
+from alf.environments.game_heuristics import (  # noqa: E402
+    connect_four,
+    connect_four_wins,
+    tictactoe,
+)
 from alf.environments.pettingzoo_environment import pettingzoo_environment  # noqa: E402
 from alf.environments.pettingzoo_games import game_info  # noqa: E402
 from alf.environments.pettingzoo_turns import TurnBasedEnvironment  # noqa: E402
@@ -170,6 +174,20 @@ def test_connect_four_heuristic_wins_then_blocks() -> None:
     planes[2:5, 6, 0] = 1  # and we can win at once in column 6
     assert connect_four({"observation": planes, "action_mask": mask}, rng) == 6
     assert connect_four_wins(planes[:, :, 0], 1, 6)
+
+
+def test_tictactoe_heuristic_wins_then_blocks_then_takes_the_centre() -> None:
+    planes = np.zeros((3, 3, 2), dtype=np.int8)
+    mask = np.ones(9, dtype=np.int8)
+    rng = np.random.default_rng(0)
+    assert tictactoe({"observation": planes, "action_mask": mask}, rng) == 4
+    planes[0, 0, 1] = planes[0, 1, 1] = 1  # the opponent threatens square 2
+    mask[[0, 1]] = 0
+    assert tictactoe({"observation": planes, "action_mask": mask}, rng) == 2
+    planes[1, 0, 0] = planes[2, 0, 0] = 1  # our marks on squares 3, 6 and 7:
+    planes[2, 1, 0] = 1  # square 8 completes our bottom row: a win beats a block
+    mask[[3, 6, 7]] = 0
+    assert tictactoe({"observation": planes, "action_mask": mask}, rng) == 8
 
 
 def test_missing_package_and_bad_modules_are_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HEURISTICS", "connect_four", "connect_four_wins"]
+__all__ = ["HEURISTICS", "connect_four", "connect_four_wins", "tictactoe"]
 
 _ROWS, _COLUMNS = 6, 7
 _DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
@@ -63,7 +63,38 @@ def connect_four(observation: Any, rng: np.random.Generator) -> int:
     return int(rng.choice(legal))
 
 
+_TICTACTOE_LINES = (
+    *((r * 3, r * 3 + 1, r * 3 + 2) for r in range(3)),
+    *((c, c + 3, c + 6) for c in range(3)),
+    (0, 4, 8),
+    (2, 4, 6),
+)
+
+
+def tictactoe(observation: Any, rng: np.random.Generator) -> int:
+    """Tic-tac-toe's heuristic: win now, else block the opponent's winning move, else
+    the centre, else a uniformly random legal move.
+
+    Args:
+        observation: PettingZoo's ``{"observation": [3, 3, 2], "action_mask": [9]}`` for
+            the agent to move (plane 0 its marks, plane 1 the opponent's; square ``a`` is
+            ``[a // 3, a % 3]``).
+        rng: the random generator of the game.
+    """
+    planes = np.asarray(observation["observation"]).reshape(9, 2)
+    legal = [int(a) for a in np.flatnonzero(np.asarray(observation["action_mask"]))]
+    for player in (0, 1):  # a winning move first, then a block
+        marks = planes[:, player]
+        for line in _TICTACTOE_LINES:
+            empty = [square for square in line if square in legal]
+            if len(empty) == 1 and sum(int(marks[square]) for square in line) == 2:
+                return empty[0]
+    if 4 in legal:
+        return 4
+    return int(rng.choice(legal))
+
+
 HEURISTICS: Mapping[str, Callable[[Any, np.random.Generator], Any]] = MappingProxyType(
-    {"connect_four": connect_four}
+    {"connect_four": connect_four, "tictactoe": tictactoe}
 )
 """Each game's heuristic, by the game's module name without its version suffix."""
