@@ -34,7 +34,7 @@ from alf.environments.pettingzoo_environment import pettingzoo_environment
 from alf.environments.pettingzoo_games import game_info, is_pettingzoo
 from alf.environments.subprocess_environment import SubprocessEnvironment
 from alf.environments.suite_gym import resolve_env_id
-from alf.environments.sync_vector import sync_vector_environment
+from alf.environments.sync_vector import EnvironmentBuilder, sync_vector_environment
 
 __all__ = ["BACKENDS", "Backend", "BackendRequest"]
 
@@ -109,20 +109,11 @@ def sync_backend(request: BackendRequest) -> AlfEnvironment:
     """``"sync"``: a Gymnasium ``SyncVectorEnv`` of ``suite_gym.load`` environments, in
     this process (cheap environments); a PettingZoo game's batch
     (:mod:`~alf.environments.pettingzoo_environment`) for ``pettingzoo:<module>``."""
+    builder: EnvironmentBuilder = sync_vector_environment
     if is_pettingzoo(request.env_name):
         _check_pettingzoo(request, "sync")
-        return pettingzoo_environment(
-            env_name=request.env_name,
-            num_envs=request.num_envs,
-            seed=request.seed,
-            render_mode=request.render_mode,
-            max_episode_steps=request.max_episode_steps,
-            env_kwargs=request.env_kwargs,
-            for_evaluation=request.for_evaluation,
-            first_env_index=request.first_env_index,
-            drop_nonfinite=request.drop_nonfinite,
-        )
-    return sync_vector_environment(
+        builder = pettingzoo_environment
+    return builder(
         env_name=request.env_name,
         num_envs=request.num_envs,
         seed=request.seed,
@@ -174,12 +165,11 @@ def vector_entry_point_backend(request: BackendRequest) -> AlfEnvironment:
 def subprocess_backend(request: BackendRequest) -> AlfEnvironment:
     """``"subprocess"``: worker processes, each stepping a group of ``suite_gym.load``
     environments per message through shared memory (expensive environments)."""
-    rows_per_unit, env_builder = 1, sync_vector_environment
+    rows_per_unit: int = 1
+    env_builder: EnvironmentBuilder = sync_vector_environment
     if is_pettingzoo(request.env_name):
-        rows_per_unit, env_builder = (
-            _check_pettingzoo(request, "subprocess"),
-            pettingzoo_environment,
-        )
+        rows_per_unit = _check_pettingzoo(request, "subprocess")
+        env_builder = pettingzoo_environment
         if request.num_envs % rows_per_unit:
             raise ValueError(
                 f"create_environment.num_parallel_environments counts agents (batch rows): "

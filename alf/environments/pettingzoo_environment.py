@@ -25,18 +25,15 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 
 from alf import nest
 from alf.data_structures import StepType, TimeStep
-from alf.environments.action_check import ActionChecker, first_time_step, numpy_dtype
 from alf.environments.alf_environment import AlfEnvironment
-from alf.environments.data_check import DataChecker
 from alf.environments.env_guard import EnvironmentCallError, describe_exception
-from alf.environments.pettingzoo_games import GameInfo, game_info, row_of, row_setter
+from alf.environments.game_rows import GameRows
+from alf.environments.pettingzoo_games import GameInfo, game_info, row_of
 from alf.environments.pettingzoo_turns import TurnBasedEnvironment
 from alf.errors import AlfError
-from alf.tensor_specs import from_gym_space
 
 __all__ = ["PettingZooEnvironment", "pettingzoo_environment"]
 
@@ -86,25 +83,10 @@ class PettingZooEnvironment(AlfEnvironment):
         self._games = [info.make(**kwargs) for _ in range(num_envs // num_agents)]
         self._seed = seed
         self._cap = max_episode_steps
-        self._observation_spec = from_gym_space(info.observation_space)
-        self._action_spec = from_gym_space(info.action_space)
-        self._actions = ActionChecker(self._action_spec)
-        self._set_row = row_setter(self._observation_spec)
-        self._buffers = [
-            np.zeros((num_envs, *spec.shape), dtype=numpy_dtype(spec))
-            for spec in nest.flatten(self._observation_spec)
-        ]
-        self._env_id = torch.arange(num_envs, dtype=torch.int64)
-        self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
+        self._rows = GameRows(info=info, num_rows=num_envs, first_index=first_index)
         self._idle = np.zeros(num_envs, dtype=bool)  # rows whose agent left its game
         self._reset_next = np.zeros(len(self._games), dtype=bool)  # games that ended
         self._game_steps = np.zeros(len(self._games), dtype=np.int64)
-        self._check = DataChecker(
-            env_name=self._env_name,
-            observation_spec=self._observation_spec,
-            batch_size=num_envs,
-            first_index=first_index,
-        )
 
     @property
     def batch_size(self) -> int:
@@ -121,14 +103,10 @@ class PettingZooEnvironment(AlfEnvironment):
         return self._cap
 
     def observation_spec(self) -> nest.Nest:
-        return self._observation_spec
+        return self._rows.observation_spec
 
     def action_spec(self) -> nest.Nest:
-        return self._action_spec
-
-    def _observation(self) -> Any:
-        tensors = [torch.from_numpy(buffer.copy()) for buffer in self._buffers]
-        return nest.pack_sequence_as(self._observation_spec, tensors)
+        return self._rows.action_spec
 
     def _call(
         self, game: int, name: str, call: Callable[..., Any], *args: Any, **kwargs: Any
@@ -154,7 +132,7 @@ class PettingZooEnvironment(AlfEnvironment):
                     f"agent '{agent}' of '{self._env_name}' has no observation after reset(): "
                     "ALF needs every agent of possible_agents in the game from its start"
                 )
-            self._set_row(self._buffers, base + a, observations[agent])
+            self._rows.set(base + a, observations[agent])
         self._idle[base : base + self._num_agents] = False
         self._game_steps[game] = 0
         self._reset_next[game] = False
@@ -164,16 +142,12 @@ class PettingZooEnvironment(AlfEnvironment):
             seed = None if self._seed is None else self._seed + game * self._num_agents
             self._reset_game(game, seed)
         self._seed = None  # later resets continue the seeded random streams
-        self._check.restart()
-        observation = self._observation()
-        self._check.check(observation, None)
-        self._check.check_action_mask(observation)
-        return first_time_step(observation, self._zero_action, self._env_id)
+        return self._rows.first()
 
     def step(self, action: Any) -> TimeStep:
         rows = self._num_envs
         first = np.repeat(self._reset_next, self._num_agents)
-        np_action, applied = self._actions(action, first | self._idle)
+        np_action, applied = self._rows.actions(action, first | self._idle)
         step_type = np.full(rows, StepType.MID, dtype=np.int32)
         reward = np.zeros(rows, dtype=np.float32)
         discount = np.ones(rows, dtype=np.float32)
@@ -186,21 +160,9 @@ class PettingZooEnvironment(AlfEnvironment):
         idle_before = self._idle & ~first
         step_type[idle_before] = StepType.LAST
         discount[idle_before] = 0.0
-        last = step_type == StepType.LAST
-        self._idle |= last
-        self._check.advance(first)
-        observation = self._observation()
-        reward_tensor = torch.from_numpy(reward)
-        self._check.check(observation, reward_tensor)
-        self._check.check_action_mask(observation, ignore=last)
-        prev_action = nest.zero_rows(applied, torch.from_numpy(~first)) if first.any() else applied
-        return TimeStep(
-            step_type=torch.from_numpy(step_type),
-            reward=reward_tensor,
-            discount=torch.from_numpy(discount),
-            observation=observation,
-            prev_action=prev_action,
-            env_id=self._env_id,
+        self._idle |= step_type == StepType.LAST
+        return self._rows.time_step(
+            step_type=step_type, reward=reward, discount=discount, applied=applied, first=first
         )
 
     def _step_game(
@@ -227,7 +189,7 @@ class PettingZooEnvironment(AlfEnvironment):
             if self._idle[row]:
                 continue
             if agent in obs:
-                self._set_row(self._buffers, row, obs[agent])
+                self._rows.set(row, obs[agent])
             reward[row] = float(rewards.get(agent, 0.0))
             vanished = agent not in obs and not truncated.get(agent, False)
             if terminated.get(agent, False) or vanished:

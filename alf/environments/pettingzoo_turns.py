@@ -18,20 +18,18 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
-import torch
 
 from alf import nest
 from alf.config import configurable
 from alf.data_structures import StepType, TimeStep
 from alf.environments import game_heuristics
-from alf.environments.action_check import ActionChecker, first_time_step, numpy_dtype
 from alf.environments.alf_environment import AlfEnvironment
-from alf.environments.data_check import DataChecker
 from alf.environments.env_guard import EnvironmentCallError, describe_exception
-from alf.environments.pettingzoo_games import GameInfo, row_of, row_setter
+from alf.environments.game_rows import GameRows
+from alf.environments.pettingzoo_games import GameInfo, row_of
 from alf.environments.suite_gym import import_env_module
 from alf.errors import AlfError, UserError
-from alf.tensor_specs import action_mask_key, from_gym_space
+from alf.tensor_specs import action_mask_key
 
 __all__ = [
     "FixedOpponent",
@@ -206,22 +204,7 @@ class TurnBasedEnvironment(AlfEnvironment):
         ]
         self._moves = np.zeros(num_envs, dtype=np.int64)
         self._reset_next = np.zeros(num_envs, dtype=bool)
-        self._observation_spec = from_gym_space(info.observation_space)
-        self._action_spec = from_gym_space(info.action_space)
-        self._actions = ActionChecker(self._action_spec)
-        self._set_row = row_setter(self._observation_spec)
-        self._buffers = [
-            np.zeros((num_envs, *spec.shape), dtype=numpy_dtype(spec))
-            for spec in nest.flatten(self._observation_spec)
-        ]
-        self._env_id = torch.arange(num_envs, dtype=torch.int64)
-        self._zero_action = nest.map_structure(lambda s: s.zeros((num_envs,)), self._action_spec)
-        self._check = DataChecker(
-            env_name=self._env_name,
-            observation_spec=self._observation_spec,
-            batch_size=num_envs,
-            first_index=first_index,
-        )
+        self._rows = GameRows(info=info, num_rows=num_envs, first_index=first_index)
 
     @property
     def batch_size(self) -> int:
@@ -243,10 +226,10 @@ class TurnBasedEnvironment(AlfEnvironment):
         return self._cap
 
     def observation_spec(self) -> nest.Nest:
-        return self._observation_spec
+        return self._rows.observation_spec
 
     def action_spec(self) -> nest.Nest:
-        return self._action_spec
+        return self._rows.action_spec
 
     def set_opponents(self, source: OpponentSource) -> None:
         """Draws the opponents of the games that start from now on from ``source`` (e.g.
@@ -347,24 +330,16 @@ class TurnBasedEnvironment(AlfEnvironment):
                     f"learner ({self._learner(game)}) moved"
                 )
             self._returns[game] = reward
-            self._set_row(self._buffers, game, self._games[game].observe(self._learner(game)))
+            self._rows.set(game, self._games[game].observe(self._learner(game)))
 
     def reset(self) -> TimeStep:
         self._start_games(list(range(self._num_envs)), self._seed)
         self._seed = None
-        self._check.restart()
-        observation = self._observation()
-        self._check.check(observation, None)
-        self._check.check_action_mask(observation)
-        return first_time_step(observation, self._zero_action, self._env_id)
-
-    def _observation(self) -> Any:
-        tensors = [torch.from_numpy(buffer.copy()) for buffer in self._buffers]
-        return nest.pack_sequence_as(self._observation_spec, tensors)
+        return self._rows.first()
 
     def step(self, action: Any) -> TimeStep:
         first = self._reset_next.copy()
-        np_action, applied = self._actions(action, first)
+        np_action, applied = self._rows.actions(action, first)
         step_type = np.full(self._num_envs, StepType.MID, dtype=np.int32)
         reward = np.zeros(self._num_envs, dtype=np.float32)
         discount = np.ones(self._num_envs, dtype=np.float32)
@@ -386,7 +361,7 @@ class TurnBasedEnvironment(AlfEnvironment):
             reward[game] = own[game] + later
             self._returns[game] += own[game] + later
             if learner in env.agents:
-                self._set_row(self._buffers, game, env.observe(learner))
+                self._rows.set(game, env.observe(learner))
             truncated = truncated or (self._cap is not None and self._moves[game] >= self._cap)
             if terminated or truncated:
                 step_type[game] = StepType.LAST
@@ -395,20 +370,8 @@ class TurnBasedEnvironment(AlfEnvironment):
                 entry = self._opponents[game]
                 assert entry is not None
                 self._source.record(entry[0], float(self._returns[game]))
-        last = step_type == StepType.LAST
-        self._check.advance(first)
-        observation = self._observation()
-        reward_tensor = torch.from_numpy(reward)
-        self._check.check(observation, reward_tensor)
-        self._check.check_action_mask(observation, ignore=last)
-        prev_action = nest.zero_rows(applied, torch.from_numpy(~first)) if first.any() else applied
-        return TimeStep(
-            step_type=torch.from_numpy(step_type),
-            reward=reward_tensor,
-            discount=torch.from_numpy(discount),
-            observation=observation,
-            prev_action=prev_action,
-            env_id=self._env_id,
+        return self._rows.time_step(
+            step_type=step_type, reward=reward, discount=discount, applied=applied, first=first
         )
 
     def render(self) -> Any:
