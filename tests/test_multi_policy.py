@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,21 @@ def test_a_run_with_a_policy_per_agent_and_a_frozen_one(tmp_path: Path) -> None:
     played = run_cli(play_cmd(root, "--num_episodes=3"), pythonpath=TESTS)
     assert played.returncode == 0, played.stderr[-3000:]
     assert played.stdout.count("episode ") == 3
+    exported = run_cli(
+        [
+            sys.executable,
+            "-m",
+            "alf.bin.export",
+            f"--root_dir={root}",
+            f"--out={tmp_path / 'race.pt'}",
+            "--format=torchscript",
+        ],
+        pythonpath=TESTS,
+    )
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    model = torch.jit.load(str(tmp_path / "race.pt"))
+    actions = model(torch.ones(3, dtype=torch.int32), torch.zeros(3, 2))
+    assert actions[0].shape == (3,)
     assert not any(key.startswith("train/runner_2/") for key in train[-1])
     saved = torch.load(root / "checkpoints" / "ckpt-4.pt", weights_only=True)
     assert set(saved["algorithm"]["optimizer"]) == {"runner_0", "runner_1"}

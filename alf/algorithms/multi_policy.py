@@ -102,9 +102,6 @@ class MultiPolicyAlgorithm(RLAlgorithm):
             persistent=False,
         )
         self.record_statistics = True
-        for name in self.frozen:
-            for parameter in self.policies[name].parameters():
-                parameter.requires_grad_(False)
 
     # ------------------------------------------------------------------ specs
     @property
