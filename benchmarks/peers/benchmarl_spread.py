@@ -1,0 +1,429 @@
+"""BenchMARL's IPPO on PettingZoo MPE ``simple_spread_v3``: the peer of ALF's
+``alf/examples/ppo_simple_spread.gin`` (issue 33).
+
+Trains BenchMARL 1.5.2 (TorchRL 0.11.1) IPPO with one policy and one critic shared by the
+3 agents (``share_policy_params``, ``share_param_critic``; each agent acts and is valued
+on its own observation, as ALF's shared PPO) on ``mpe2.simple_spread_v3`` (N=3,
+local_ratio 0.5, 25-step episodes, Discrete(5) actions) for a budget of agent-steps and
+one seed per run, and writes its evaluations as CSV: the return per agent per episode
+(each agent's episode return, the mean over the 3 agents and the evaluation episodes)
+against agent-steps (= BenchMARL's frames x 3; ALF counts agent-steps as env steps).
+
+Hyperparameters, as ``ppo_simple_spread.gin`` sets them:
+
+=============================  ==========================  ==============================
+ALF                            value                       BenchMARL
+=============================  ==========================  ==============================
+num_parallel_environments      48 rows = 16 games          on_policy_n_envs_per_worker 16
+unroll_length                  25 (1,200 agent-steps)      collected_frames_per_batch 400
+num_epochs / mini_batch_size   10 / 400 agent-steps        n_minibatch_iters 10 /
+                                                           minibatch_size 134 frames (402)
+learning_rate                  7e-4 linear to 0            7e-4, set before each update
+                                                           by a callback, linear to 0
+gamma / gae_lambda / clip      0.99 / 0.95 / 0.2           gamma / lmbda / clip_epsilon
+entropy / value coef           0.01 / 0.5 (squared error)  entropy_coef / critic_coef, l2
+max_grad_norm                  10                          clip_grad_norm, clip_grad_val 10
+advantages                     normalised per mini-batch   ClipPPOLoss.normalize_advantage
+                                                           set True by a callback
+Adam eps                       1e-5                        adam_eps 1e-5
+networks                       actor, critic: 2x64 tanh    MlpConfig [64, 64], Tanh
+evaluation                     every 50 iterations, 96     every 20,000 frames (50
+                               agent-episodes, greedy      iterations), 32 games x 3
+                                                           agents, deterministic actions
+torch threads                  1                           torch.set_num_threads(1)
+=============================  ==========================  ==============================
+
+Differences left: BenchMARL steps its actor and its critic with two Adam optimizers,
+each clipped to norm 10 (ALF: one optimizer over both); its evaluation plays its 32 games
+one after another (ALF: 16 at a time); network initialisation differs.
+
+Why not BenchMARL's own PettingZoo task: with PettingZoo 1.27 (the version ALF's
+``[multiagent]`` extra installs), ``pettingzoo.mpe`` only raises ``ImportError: MPE has
+been moved into its own package: MPE2``; TorchRL 0.11.1's ``PettingZooEnv(task=...)``
+looks tasks up there (catching only ``ModuleNotFoundError``) and fails. This script keeps
+BenchMARL's ``PettingZooClass`` task (specs, groups, ``max_cycles``) and builds each game
+with TorchRL's ``PettingZooWrapper`` around ``mpe2.simple_spread_v3.parallel_env(...)``:
+the same game ALF trains on.
+
+BenchMARL runs from its own virtual environment (``--venv``), which this script builds on
+first use: ``torch==2.13.0`` (the CPU build ALF runs with) first, then ``benchmarl``,
+``torchrl``, ``tensordict``, ``pettingzoo``, ``mpe2`` at the pinned versions. BenchMARL
+requires ``torchvision``, which resolves to a CUDA build whose operators do not load with
+the CPU torch; nothing on this path imports it, so the script uninstalls it. Never
+install these into ALF's environment.
+
+Usage::
+
+    python benchmarks/peers/benchmarl_spread.py --seeds 0,1,2 --agent_steps 2000000 \\
+        --out /tmp/benchmarl_spread            # the full comparison: 3 seeds x 2M
+    python benchmarks/peers/benchmarl_spread.py --seeds 0 --agent_steps 24000 \\
+        --eval_every_iterations 5 --out /tmp/bm_smoke   # smoke run (~1-2 minutes)
+
+Each seed writes ``<out>/seed-<s>/evaluations.csv`` (``agent_steps, frames, iteration,
+return_per_agent, return_std, episodes, wall_s``) and ``run.json`` (settings, versions,
+wall time); the parent prints a summary with ``uptime`` before and after each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.abspath(os.path.join(__file__, "..", "..", "..")))  # the repo root
+from benchmarks.common import format_table, machine_info  # noqa: E402
+
+DEFAULT_VENV = "/work/peer_venvs/benchmarl"
+TORCH = "torch==2.13.0"
+PACKAGES = (
+    "benchmarl==1.5.2",
+    "torchrl==0.11.1",
+    "tensordict==0.11.0",
+    "pettingzoo==1.27.0",
+    "mpe2==1.1.1",
+)
+
+NUM_AGENTS = 3
+MAX_CYCLES = 25
+GAMES = 16  # ALF: 48 rows / 3 agents
+FRAMES_PER_BATCH = GAMES * MAX_CYCLES  # ALF: unroll_length 25 x 16 games
+EPOCHS = 10
+MINIBATCH_FRAMES = 134  # 402 agent-steps; ceil(400 / 134) = 3 mini-batches per epoch
+LEARNING_RATE = 7e-4
+EVAL_GAMES = 32  # ALF: 96 agent-episodes = 32 games
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+# --------------------------------------------------------------------------- venv
+
+
+def ensure_venv(venv: str) -> str:
+    """The python of ``venv``, building the venv first if BenchMARL does not import there."""
+    python = os.path.join(venv, "bin", "python")
+    check = "import benchmarl, torchrl, tensordict, pettingzoo, mpe2, torch"
+    if (
+        os.path.exists(python)
+        and subprocess.run([python, "-c", check], capture_output=True, check=False).returncode == 0
+    ):
+        return python
+    print(f"building BenchMARL's virtual environment in {venv} (a few minutes)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    pip = [python, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, TORCH], check=True)
+    subprocess.run([*pip, TORCH, *PACKAGES], check=True)
+    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "torchvision"], check=False)
+    subprocess.run([python, "-c", check], check=True)
+    return python
+
+
+# --------------------------------------------------------------------------- inside the venv
+
+
+def _by_name(cls: type) -> type:
+    """``cls`` (defined in a function, as it needs BenchMARL) made findable by its name
+    at this module's top level: BenchMARL pickles the task and the callbacks into its run
+    folder."""
+    cls.__qualname__ = cls.__name__
+    globals()[cls.__name__] = cls
+    return cls
+
+
+def _task() -> Any:
+    """BenchMARL's simple_spread task whose games are ``mpe2``'s."""
+    from benchmarl.environments.pettingzoo.common import PettingZooClass
+    from torchrl.envs.libs.pettingzoo import PettingZooWrapper
+
+    class Mpe2SimpleSpread(PettingZooClass):
+        def get_env_fun(self, num_envs, continuous_actions, seed, device):  # noqa: ANN001, ANN202
+            del num_envs  # not vectorised: BenchMARL runs num_envs of them
+            config = dict(self.config)
+            config.pop("task")
+
+            def make() -> Any:
+                from mpe2 import simple_spread_v3
+
+                game = simple_spread_v3.parallel_env(
+                    continuous_actions=continuous_actions, **config
+                )
+                return PettingZooWrapper(
+                    env=game,
+                    categorical_actions=True,
+                    device=device,
+                    seed=seed,
+                    return_state=self.has_state(),
+                )
+
+            return make
+
+    return _by_name(Mpe2SimpleSpread)(
+        name="SIMPLE_SPREAD",
+        config={
+            "task": "simple_spread_v3",
+            "max_cycles": MAX_CYCLES,
+            "N": NUM_AGENTS,
+            "local_ratio": 0.5,
+        },
+    )
+
+
+def run_inside(args: argparse.Namespace) -> None:
+    """One BenchMARL IPPO run (in BenchMARL's venv)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*PettingZoo in TorchRL is tested.*")
+    warnings.filterwarnings("ignore", message=".*SyncDataCollector has been deprecated.*")
+    # ALF normalises a mini-batch's advantages over all its rows (every agent's steps),
+    # which is what ClipPPOLoss does without normalize_advantage_exclude_dims.
+    warnings.filterwarnings("ignore", message=".*advantage key has more dimensions.*")
+    import torch
+    from benchmarl.algorithms import IppoConfig
+    from benchmarl.experiment import Experiment, ExperimentConfig
+    from benchmarl.experiment.callback import Callback
+    from benchmarl.models.mlp import MlpConfig
+
+    torch.set_num_threads(1)
+    out = Path(args.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    iterations = math.ceil(args.agent_steps / (NUM_AGENTS * FRAMES_PER_BATCH))
+    max_frames = iterations * FRAMES_PER_BATCH
+
+    config = ExperimentConfig.get_from_yaml()
+    config.sampling_device = config.train_device = config.buffer_device = "cpu"
+    config.share_policy_params = True
+    config.prefer_continuous_actions = False
+    config.gamma = 0.99
+    config.lr = LEARNING_RATE
+    config.adam_eps = 1e-5
+    config.clip_grad_norm = True
+    config.clip_grad_val = 10.0
+    config.max_n_iters = None
+    config.max_n_frames = max_frames
+    config.on_policy_collected_frames_per_batch = FRAMES_PER_BATCH
+    config.on_policy_n_envs_per_worker = GAMES
+    config.on_policy_n_minibatch_iters = EPOCHS
+    config.on_policy_minibatch_size = MINIBATCH_FRAMES
+    config.evaluation = True
+    config.render = False
+    config.evaluation_interval = args.eval_every_iterations * FRAMES_PER_BATCH
+    config.evaluation_episodes = EVAL_GAMES
+    config.evaluation_deterministic_actions = True
+    config.loggers = []
+    config.create_json = True  # BenchMARL evaluates only with a logger or this
+    config.save_folder = str(out)
+    config.checkpoint_interval = 0
+    config.checkpoint_at_end = False
+
+    algorithm = IppoConfig.get_from_yaml()
+    algorithm.share_param_critic = True
+    algorithm.clip_epsilon = 0.2
+    algorithm.entropy_coef = 0.01
+    algorithm.critic_coef = 0.5
+    algorithm.loss_critic_type = "l2"
+    algorithm.lmbda = 0.95
+    algorithm.minibatch_advantage = False
+
+    model = MlpConfig(
+        num_cells=[64, 64], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh
+    )
+    critic = MlpConfig(
+        num_cells=[64, 64], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh
+    )
+
+    csv_path = out / "evaluations.csv"
+    start = time.monotonic()
+
+    class AlfSettings(Callback):
+        """ALF's advantage normalisation and learning-rate decay; the evaluations' CSV."""
+
+        def on_setup(self) -> None:
+            for loss in self.experiment.losses.values():
+                loss.normalize_advantage = True
+            with open(csv_path, "w", newline="") as f:
+                csv.writer(f).writerow(
+                    [
+                        "agent_steps",
+                        "frames",
+                        "iteration",
+                        "return_per_agent",
+                        "return_std",
+                        "episodes",
+                        "wall_s",
+                    ]
+                )
+
+        def on_batch_collected(self, batch: Any) -> None:
+            # ALF's schedules read the progress before the iteration's collection.
+            before = self.experiment.total_frames - batch.numel()
+            lr = LEARNING_RATE * max(0.0, 1.0 - before / max_frames)
+            for optimizers in self.experiment.optimizers.values():
+                for optimizer in optimizers.values():
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr
+
+        def on_evaluation_end(self, rollouts: list[Any]) -> None:
+            returns = []
+            for rollout in rollouts:  # one game each: reward [T, agents, 1]
+                per_agent = rollout.get(("next", "agent", "reward")).sum(dim=0).flatten()
+                returns.append(float(per_agent.mean()))
+            mean = sum(returns) / len(returns)
+            std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+            frames = self.experiment.total_frames
+            with open(csv_path, "a", newline="") as f:
+                csv.writer(f).writerow(
+                    [
+                        frames * NUM_AGENTS,
+                        frames,
+                        self.experiment.n_iters_performed + 1,
+                        f"{mean:.4f}",
+                        f"{std:.4f}",
+                        len(returns),
+                        f"{time.monotonic() - start:.1f}",
+                    ]
+                )
+            print(
+                f"agent-steps {frames * NUM_AGENTS:>9,}  eval return per agent {mean:8.3f}",
+                flush=True,
+            )
+
+    experiment = Experiment(
+        task=_task(),
+        algorithm_config=algorithm,
+        model_config=model,
+        critic_model_config=critic,
+        seed=args.seed,
+        config=config,
+        callbacks=[_by_name(AlfSettings)()],
+    )
+    setup_s = time.monotonic() - start
+    experiment.run()
+    wall_s = time.monotonic() - start
+    import benchmarl
+    import mpe2
+    import pettingzoo
+    import tensordict
+    import torchrl
+
+    (out / "run.json").write_text(
+        json.dumps(
+            {
+                "seed": args.seed,
+                "agent_steps": max_frames * NUM_AGENTS,
+                "frames": max_frames,
+                "iterations": iterations,
+                "wall_s": wall_s,
+                "setup_s": setup_s,
+                "torch_num_threads": torch.get_num_threads(),
+                "final_learning_rates": sorted(
+                    {
+                        g["lr"]
+                        for opts in experiment.optimizers.values()
+                        for o in opts.values()
+                        for g in o.param_groups
+                    }
+                ),
+                "versions": {
+                    "benchmarl": benchmarl.__version__,
+                    "torchrl": torchrl.__version__,
+                    "tensordict": tensordict.__version__,
+                    "torch": torch.__version__,
+                    "pettingzoo": pettingzoo.__version__,
+                    "mpe2": getattr(mpe2, "__version__", None),
+                },
+            },
+            indent=2,
+        )
+    )
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def _summary(run_dir: Path) -> list[Any]:
+    rows = list(csv.DictReader(open(run_dir / "evaluations.csv")))
+    info = json.loads((run_dir / "run.json").read_text())
+    last = rows[-1] if rows else {}
+    best = max((float(r["return_per_agent"]) for r in rows), default=float("nan"))
+    return [
+        run_dir.name,
+        f"{info['agent_steps']:,}",
+        len(rows),
+        last.get("return_per_agent", "-"),
+        f"{best:.3f}",
+        f"{info['wall_s']:.0f}",
+    ]
+
+
+def main() -> None:
+    """Builds the venv if needed and runs one BenchMARL training per seed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument(
+        "--agent_steps",
+        type=int,
+        default=2_000_000,
+        help="budget in agent-steps (rounded up to whole iterations of 1,200)",
+    )
+    parser.add_argument(
+        "--eval_every_iterations",
+        type=int,
+        default=50,
+        help="iterations (of 400 frames = 1,200 agent-steps) between evaluations",
+    )
+    parser.add_argument("--out", default="/tmp/benchmarl_spread")
+    parser.add_argument("--venv", default=DEFAULT_VENV)
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--run_dir", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inside:
+        run_inside(args)
+        return
+
+    python = ensure_venv(args.venv)
+    print(json.dumps(machine_info(("torch", "pettingzoo", "mpe2"))))
+    env = dict(os.environ, OMP_NUM_THREADS="1", TQDM_DISABLE="1")
+    summaries = []
+    for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:
+        run_dir = Path(args.out) / f"seed-{seed}"
+        print(f"seed {seed}: uptime before: {_uptime()}", flush=True)
+        subprocess.run(
+            [
+                python,
+                os.path.abspath(__file__),
+                "--inside",
+                "--seed",
+                str(seed),
+                "--run_dir",
+                str(run_dir),
+                "--agent_steps",
+                str(args.agent_steps),
+                "--eval_every_iterations",
+                str(args.eval_every_iterations),
+            ],
+            env=env,
+            check=True,
+        )
+        print(f"seed {seed}: uptime after:  {_uptime()}", flush=True)
+        summaries.append(_summary(run_dir))
+    print()
+    print(
+        format_table(
+            ["run", "agent-steps", "evaluations", "last return per agent", "best", "wall s"],
+            summaries,
+        )
+    )
+    print(f"evaluations: {args.out}/seed-*/evaluations.csv")
+
+
+if __name__ == "__main__":
+    main()
