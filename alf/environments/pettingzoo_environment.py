@@ -241,17 +241,8 @@ def pettingzoo_environment(
             f"alone in a PettingZoo game ('{env_name}'): use nonfinite_data='stop'"
         )
     info = game_info(env_name, env_kwargs)
-    if info.turn_based:
-        return TurnBasedEnvironment(
-            info=info,
-            num_envs=num_envs,
-            seed=seed,
-            render_mode=render_mode,
-            max_episode_steps=max_episode_steps,
-            env_kwargs=env_kwargs,
-            first_index=first_env_index,
-        )
-    return PettingZooEnvironment(
+    environment = TurnBasedEnvironment if info.turn_based else PettingZooEnvironment
+    return environment(
         info=info,
         num_envs=num_envs,
         seed=seed,
