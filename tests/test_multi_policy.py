@@ -204,27 +204,35 @@ def test_a_run_with_a_policy_per_agent_and_a_frozen_one(tmp_path: Path) -> None:
     assert learned  # runner_0's policy kept learning after the resume
 
 
-def test_an_async_appo_run_with_a_policy_per_agent(tmp_path: Path) -> None:
-    root = tmp_path / "async"
+PER_AGENT = (
+    f"create_environment.env_name='{RACE}'",
+    "create_environment.num_parallel_environments=6",
+    "policy_mapping.mapping='per_agent'",
+    "TrainerConfig.num_eval_environments=3",
+)
+
+
+def _every_policy_learns(root: Path, conf: str, *params: str) -> None:
+    """Trains ``conf`` with a policy per agent; every policy reports its loss."""
     result = run_cli(
-        train_cmd(
-            root,
-            f"create_environment.env_name='{RACE}'",
-            "create_environment.num_parallel_environments=6",
-            "policy_mapping.mapping='per_agent'",
-            "TrainerConfig.num_iterations=4",
-            "TrainerConfig.unroll_length=8",
-            "TrainerConfig.summary_interval=2",
-            "TrainerConfig.eval_interval=0",
-            "TrainerConfig.num_eval_environments=3",
-            "AppoAlgorithm.num_epochs=1",
-            conf=REPO / "alf" / "examples" / "appo_cart_pole.gin",
-        ),
+        train_cmd(root, *PER_AGENT, *params, conf=REPO / "alf" / "examples" / conf),
         pythonpath=TESTS,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     train = [r for r in _records(root) if "train/runner_2/loss" in r]
-    assert train and "train/runner_0/loss" in train[-1]
+    assert train and {"train/runner_0/loss", "train/runner_1/loss"} <= set(train[-1])
+
+
+def test_an_async_appo_run_with_a_policy_per_agent(tmp_path: Path) -> None:
+    _every_policy_learns(
+        tmp_path / "async",
+        "appo_cart_pole.gin",
+        "TrainerConfig.num_iterations=4",
+        "TrainerConfig.unroll_length=8",
+        "TrainerConfig.summary_interval=2",
+        "TrainerConfig.eval_interval=0",
+        "AppoAlgorithm.num_epochs=1",
+    )
 
 
 @pytest.mark.parametrize(
@@ -285,21 +293,10 @@ def test_trajectory_rows_split_by_policy(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_an_off_policy_run_with_a_policy_per_agent(tmp_path: Path) -> None:
     """DQN: each policy's replay buffer holds its own agents' rows (local env ids)."""
-    root = tmp_path / "dqn"
-    result = run_cli(
-        train_cmd(
-            root,
-            f"create_environment.env_name='{RACE}'",
-            "create_environment.num_parallel_environments=6",
-            "policy_mapping.mapping='per_agent'",
-            "TrainerConfig.num_iterations=80",
-            "TrainerConfig.initial_collect_steps=60",
-            "TrainerConfig.summary_interval=20",
-            "TrainerConfig.num_eval_environments=3",
-            conf=REPO / "alf" / "examples" / "dqn_cart_pole.gin",
-        ),
-        pythonpath=TESTS,
+    _every_policy_learns(
+        tmp_path / "dqn",
+        "dqn_cart_pole.gin",
+        "TrainerConfig.num_iterations=80",
+        "TrainerConfig.initial_collect_steps=60",
+        "TrainerConfig.summary_interval=20",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    train = [r for r in _records(root) if "train/runner_2/loss" in r]
-    assert train and "train/runner_0/loss" in train[-1]
