@@ -285,15 +285,12 @@ class TurnBasedEnvironment(AlfEnvironment):
                 observation, _, done, cut, _ = self._games[game].last()
                 if done or cut:  # a finished agent steps out with None
                     self._opponent_move(game, None, rewards)
-                    waiting.setdefault(-1, [])
                     continue
                 entry = self._opponents[game]
                 assert entry is not None
                 opponents[id(entry[1])] = entry[1]
                 waiting.setdefault(id(entry[1]), []).append((game, observation))
             for key, pending in waiting.items():
-                if key == -1 or not pending:
-                    continue
                 for (game, _), move in zip(
                     pending, self._moves_of(opponents[key], pending), strict=True
                 ):
