@@ -136,13 +136,33 @@ def _configured_unroll_length(conf: Path) -> int:
     return int(found[-1]) if found else 1
 
 
+def _rows_per_game(conf: Path) -> int:
+    """The batch rows one environment of ``conf`` has: its number of agents for a
+    simultaneous-move PettingZoo game (each agent is a row), 1 otherwise."""
+    from alf.environments.pettingzoo_games import game_info, is_pettingzoo
+
+    found = re.findall(
+        r"^create_environment\.env_name\s*=\s*['\"](.+?)['\"]", conf.read_text(), re.M
+    )
+    if not found or not is_pettingzoo(found[-1]):
+        return 1
+    game = game_info(found[-1])
+    return 1 if game.turn_based else len(game.agents)
+
+
 def _tiny_params(conf: Path) -> tuple[str, ...]:
+    params = TINY
+    rows = _rows_per_game(conf)
+    if rows > 1:
+        # One evaluation game of a multi-agent environment is one row per agent.
+        params = tuple(p for p in params if not p.startswith("TrainerConfig.num_eval_env"))
+        params = (*params, f"TrainerConfig.num_eval_environments={rows}")
     if _configured_unroll_length(conf) > SMOKE_UNROLL_LENGTH:
         # Long unrolls (MuJoCo's 256 x 8 envs with 320 updates, Pong's 128 x 8 through a
         # CNN) would make three iterations cost minutes; shorter ones keep every smoke
         # test as cheap as the others'.
-        return (*TINY, f"TrainerConfig.unroll_length={SMOKE_UNROLL_LENGTH}")
-    return TINY
+        return (*params, f"TrainerConfig.unroll_length={SMOKE_UNROLL_LENGTH}")
+    return params
 
 
 Outcome = tuple[CompletedProcess, CompletedProcess | None] | BaseException
@@ -191,3 +211,12 @@ def test_smoke_runs_cap_long_unrolls_from_the_config_or_its_include():
     assert _configured_unroll_length(CONF.parent / "sac_pendulum.gin") == 1
     assert "TrainerConfig.unroll_length=16" in _tiny_params(CONF.parent / "ppo_pong.gin")
     assert _tiny_params(CONF.parent / "ppo_masked.gin") == TINY
+
+
+def test_smoke_runs_evaluate_one_whole_game_of_a_multi_agent_example():
+    pytest.importorskip("mpe2")
+    spread = _tiny_params(CONF.parent / "ppo_simple_spread.gin")
+    assert "TrainerConfig.num_eval_environments=3" in spread
+    assert "TrainerConfig.num_eval_environments=1" not in spread
+    # A turn-based game has one learner row per game.
+    assert _rows_per_game(CONF.parent / "ppo_connect_four_selfplay.gin") == 1
