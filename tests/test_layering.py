@@ -160,11 +160,22 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
     "environments": _CORE | {"utils"},
     "networks": _CORE | {"utils"},
     "replay_buffers": _CORE | {"run_dir", "utils"},
-    "algorithms": _CORE | {"data_transformers", "networks", "replay_buffers", "utils"},
+    # Datasets (Minari's format) held as offline buffers.
+    "datasets": _CORE | {"replay_buffers", "run_dir"},
+    "algorithms": _CORE | {"data_transformers", "datasets", "networks", "replay_buffers", "utils"},
     # An actor process registers the acting packages (configurables) itself.
     "unrollers": _CORE | {"algorithms", "environments", "utils", "configurables", "run_dir"},
     "trainers": _CORE
-    | {"saved_config", "run_dir", "utils", "environments", "algorithms", "unrollers"},
+    | {
+        "saved_config",
+        "run_dir",
+        "utils",
+        "environments",
+        "algorithms",
+        "datasets",
+        "replay_buffers",
+        "unrollers",
+    },
     "export": _CORE | {"algorithms"},
     # The research tools read run directories (no torch); checking a sweep's bindings
     # before launching registers the configurables (lazily, in that function).

@@ -16,9 +16,10 @@ from alf.algorithms.on_policy_algorithm import summarize_updates
 from alf.algorithms.rl_algorithm import LearningSetup, RLAlgorithm
 from alf.config import invalid_value
 from alf.data_structures import Experience, LossInfo, StepType, Trajectory
+from alf.datasets import DatasetError, load_datasets
 from alf.networks import state_spec_of
 from alf.networks.action_mask import ActionMask, ActionMaskError
-from alf.replay_buffers import MixedReplay, ReplayBuffer, ReplayBufferError
+from alf.replay_buffers import MixedReplay, OfflineBuffer, ReplayBuffer, ReplayBufferError
 from alf.replay_buffers.offline import load_offline_buffers
 from alf.tensor_specs import TensorSpec
 from alf.utils.device import to_device
@@ -91,8 +92,10 @@ class OffPolicyAlgorithm(RLAlgorithm):
     The buffer and any offline buffers are held by a
     :class:`~alf.replay_buffers.mixed_replay.MixedReplay` (:attr:`replay`), which mixes
     them into every mini-batch and says when training may start. With offline buffers
-    (:meth:`set_offline_buffers`), ``offline_fraction`` of every mini-batch comes from
-    them and the rest from the online buffer (1.0: offline only).
+    (:meth:`set_offline_buffers`: earlier runs' saved buffers, ``offline_buffer_dir``, and
+    datasets, ``offline_dataset``), ``offline_fraction`` of every mini-batch comes from
+    them and the rest from the online buffer (1.0: offline only). An algorithm that
+    learns from offline data alone sets :attr:`needs_offline_data`.
 
     Recurrent algorithms (non-empty ``train_state_spec``; R2D2-style): the buffer stores
     the state given to ``rollout_step`` with every step; sampled sequences are
@@ -149,14 +152,23 @@ class OffPolicyAlgorithm(RLAlgorithm):
 
     needs_every_step = True
 
+    needs_offline_data: bool = False
+    """Whether the algorithm cannot learn without offline data (the offline-RL
+    algorithms: BC, TD3+BC, IQL, CQL set it True): :meth:`prepare_learning` refuses a
+    run with neither ``TrainerConfig.offline_dataset`` nor ``offline_buffer_dir``."""
+
     # ------------------------------------------------- learning from collection
     def prepare_learning(self, setup: LearningSetup) -> None:
         """Builds the replay buffer for ``setup.num_envs`` environments and loads the
-        offline buffers of ``setup.offline_buffer_dirs``.
+        offline buffers of ``setup.offline_buffer_dirs`` and the datasets of
+        ``setup.offline_datasets`` (checked against this algorithm's specs).
 
         Raises:
             ValueError: a replay-buffer checkpoint in a data-parallel run, or
                 ``offline_fraction=1.0`` without offline data.
+            CheckpointError: an offline buffer that cannot be read or does not fit.
+            DatasetError: a dataset that cannot be read or does not fit, or no offline
+                data for an algorithm that :attr:`needs_offline_data`.
         """
         self._setup = setup
         owner = type(self).__name__
@@ -175,13 +187,36 @@ class OffPolicyAlgorithm(RLAlgorithm):
                 "ReplayBuffer.enable_checkpoint is not supported in data-parallel runs "
                 "(each rank has its own replay buffer and only rank 0 writes checkpoints)"
             )
-        if setup.offline_buffer_dirs:
-            buffers = load_offline_buffers(
-                list(setup.offline_buffer_dirs), self.replay_buffer.data_spec
-            )
+        buffers = self._load_offline_data(setup)
+        if buffers:
             self.set_offline_buffers(buffers, setup.offline_fraction)
+        elif self.needs_offline_data:
+            raise DatasetError(
+                f"{owner} learns from offline data, and the run has none: set "
+                "TrainerConfig.offline_dataset (a dataset directory or a Minari dataset id) "
+                "or TrainerConfig.offline_buffer_dir"
+            )
         elif setup.offline_fraction >= 1.0:
-            raise ValueError("TrainerConfig.offline_fraction=1.0 needs offline_buffer_dir")
+            raise ValueError(
+                "TrainerConfig.offline_fraction=1.0 needs offline data (offline_dataset or "
+                "offline_buffer_dir)"
+            )
+
+    def _load_offline_data(self, setup: LearningSetup) -> list[OfflineBuffer]:
+        """The buffers of ``setup``'s earlier runs, then of its datasets."""
+        data_spec = self.replay_buffer.data_spec
+        buffers: list[OfflineBuffer] = []
+        if setup.offline_buffer_dirs:
+            buffers += load_offline_buffers(list(setup.offline_buffer_dirs), data_spec)
+        if setup.offline_datasets:
+            loaded = load_datasets(
+                setup.offline_datasets,
+                data_spec=data_spec,
+                observation_spec=self.data_transformer.observation_spec,
+                action_spec=self.action_spec,
+            )
+            buffers += [dataset.buffer for dataset in loaded]
+        return buffers
 
     def learn(self, trajectory: Trajectory) -> dict[str, float]:
         """Stores the trajectory's new steps, then runs :meth:`train_from_replay` if
@@ -250,7 +285,7 @@ class OffPolicyAlgorithm(RLAlgorithm):
         """The online replay buffer (after :meth:`build_replay_buffer`)."""
         return self.replay.online
 
-    def set_offline_buffers(self, buffers: Sequence[ReplayBuffer], fraction: float) -> None:
+    def set_offline_buffers(self, buffers: Sequence[OfflineBuffer], fraction: float) -> None:
         """Mixes ``fraction`` of every mini-batch from ``buffers`` (sampled in proportion
         to their sizes) into training; ``fraction=1`` trains on them alone. Replaces
         :attr:`replay` with a new :class:`MixedReplay` of the online buffer and ``buffers``.

@@ -42,7 +42,9 @@ class LearningSetup:
         initial_collect_steps: steps (this rank's share) stored before training starts
             (``TrainerConfig.initial_collect_steps``).
         offline_buffer_dirs: runs whose saved replay buffers are mixed into training.
-        offline_fraction: the share of every mini-batch taken from them.
+        offline_datasets: datasets (directories or Minari ids, see :mod:`alf.datasets`)
+            mixed into training.
+        offline_fraction: the share of every mini-batch taken from the offline data.
         data_parallel: whether this is one rank of a data-parallel run.
         all_ranks_agree: ``all_ranks_agree(flag)`` is True if ``flag`` is True on every
             rank (a collective; the identity outside data-parallel runs, and where the
@@ -53,6 +55,7 @@ class LearningSetup:
     unroll_length: float = 1
     initial_collect_steps: int = 0
     offline_buffer_dirs: tuple[str, ...] = ()
+    offline_datasets: tuple[str, ...] = ()
     offline_fraction: float = 0.0
     data_parallel: bool = False
     all_ranks_agree: Callable[[bool], bool] = _all_ranks_agree
@@ -267,6 +270,8 @@ class RLAlgorithm(Algorithm):
             raise ValueError("TrainerConfig.initial_collect_steps needs an off-policy algorithm")
         if setup.offline_buffer_dirs:
             raise ValueError("TrainerConfig.offline_buffer_dir needs an off-policy algorithm")
+        if setup.offline_datasets:
+            raise ValueError("TrainerConfig.offline_dataset needs an off-policy algorithm")
 
     def learn(self, trajectory: Trajectory) -> dict[str, float]:
         """Learns from one collected trajectory (one training iteration).

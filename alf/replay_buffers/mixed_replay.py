@@ -2,9 +2,9 @@
 
 :class:`MixedReplay` holds the online :class:`ReplayBuffer` (filled with the steps the
 run collects), the offline buffers (loaded from earlier runs, see
-:mod:`alf.replay_buffers.offline`) and the share of every mini-batch drawn from them. It
-decides once, when built, whether training is on offline data alone, and answers whether
-training may start (:meth:`MixedReplay.is_ready`).
+:mod:`alf.replay_buffers.offline`, or from datasets, :mod:`alf.datasets`) and the share
+of every mini-batch drawn from them. It decides once, when built, whether training is on
+offline data alone, and answers whether training may start (:meth:`MixedReplay.is_ready`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ import torch
 
 from alf import nest
 from alf.data_structures import BatchInfo, Experience
+from alf.replay_buffers.dataset_buffer import DatasetBuffer
 from alf.replay_buffers.replay_buffer import ReplayBuffer
 
-__all__ = ["MixedReplay"]
+__all__ = ["MixedReplay", "OfflineBuffer"]
+
+OfflineBuffer = ReplayBuffer | DatasetBuffer
+"""An offline buffer: one saved by an earlier run, or a dataset's."""
 
 
 def _cat(parts: Sequence[Any], dim: int) -> Any:
@@ -35,7 +39,8 @@ class MixedReplay:
 
     Args:
         online: the buffer that stores the run's collected steps.
-        offline: buffers of earlier runs' data, sampled uniformly and never written.
+        offline: buffers of earlier runs' data or of datasets, sampled uniformly and
+            never written.
         offline_fraction: the share of every batch drawn from ``offline``: in (0, 1]
             with offline buffers, 0 without.
 
@@ -47,7 +52,7 @@ class MixedReplay:
         self,
         *,
         online: ReplayBuffer,
-        offline: Sequence[ReplayBuffer] = (),
+        offline: Sequence[OfflineBuffer] = (),
         offline_fraction: float = 0.0,
     ) -> None:
         if offline and not 0.0 < offline_fraction <= 1.0:
@@ -67,7 +72,7 @@ class MixedReplay:
         return self._online
 
     @property
-    def offline(self) -> tuple[ReplayBuffer, ...]:
+    def offline(self) -> tuple[OfflineBuffer, ...]:
         """The offline buffers (empty without offline data)."""
         return self._offline
 

@@ -26,6 +26,13 @@ data only) whose keys and owners are:
 
 :class:`RunCheckpoint` is that dict as a typed record; :func:`read_checkpoint` reads a
 run's newest (or a given) checkpoint for resuming, playing and offline data.
+
+Rotation keeps the newest ``num_to_keep`` checkpoints, and also, forever, the
+checkpoints of the iterations that are multiples of ``keep_every``
+(``TrainerConfig.keep_checkpoint_every``) and the pinned ones: those listed in
+``checkpoints/pinned.json`` (``{"pinned": [<iteration>, ...]}``, :data:`PINNED_FILE`;
+:func:`pin_checkpoint` adds one, e.g. ``alf.bin.dataset --pin=N``), read at every
+rotation, so a checkpoint pinned while the run trains is kept too.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ if TYPE_CHECKING:  # (no import at run time: the run directory sits below the al
 
 __all__ = [
     "FORMAT_VERSION",
+    "PINNED_FILE",
     "REQUIRED_KEYS",
     "CheckpointError",
     "Checkpointer",
@@ -54,6 +62,8 @@ __all__ = [
     "non_finite_entry",
     "RunCheckpoint",
     "checkpoint_dir",
+    "pin_checkpoint",
+    "pinned_steps",
     "read_checkpoint",
     "read_checkpoint_file",
     "read_run_checkpoint",
@@ -69,6 +79,9 @@ REQUIRED_KEYS = ("iteration", "env_steps", "algorithm")
 _RNG_KEYS = ("torch_rng", "cuda_rng", "world_size", "torch_rng_per_rank", "cuda_rng_per_rank")
 
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+
+PINNED_FILE = "pinned.json"
+"""The file of ``checkpoints/`` listing the pinned iterations, never rotated away."""
 
 
 class CheckpointError(UserError):
@@ -123,16 +136,28 @@ class Checkpointer:
     oldest checkpoints beyond ``num_to_keep`` removed. Loading uses
     ``torch.load(weights_only=True)``, so checkpoints hold only tensors and plain data.
 
+    Checkpoints of iterations that are multiples of ``keep_every``, and the pinned ones
+    (:func:`pin_checkpoint`), are never removed.
+
     Args:
         directory: where the checkpoints live.
         num_to_keep: how many of the newest checkpoints to keep.
+        keep_every: also keep those of the multiples of this iteration count (0: none).
     """
 
-    def __init__(self, *, directory: str, num_to_keep: int = 3) -> None:
+    def __init__(self, *, directory: str, num_to_keep: int = 3, keep_every: int = 0) -> None:
         if num_to_keep < 1:
             raise ValueError(f"num_to_keep must be >= 1, got {num_to_keep}")
+        if keep_every < 0:
+            raise ValueError(f"keep_every must be >= 0, got {keep_every}")
         self.directory = directory
         self.num_to_keep = num_to_keep
+        self.keep_every = keep_every
+
+    def is_kept(self, step: int, pinned: Collection[int] = ()) -> bool:
+        """Whether rotation never removes the checkpoint of ``step`` (a multiple of
+        ``keep_every``, or one of ``pinned``)."""
+        return step in pinned or (self.keep_every > 0 and step % self.keep_every == 0)
 
     def path(self, step: int) -> str:
         """Path of the checkpoint of iteration ``step``."""
@@ -192,8 +217,9 @@ class Checkpointer:
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
+        pinned = pinned_steps(self.directory)
         for old in self.steps()[: -self.num_to_keep]:
-            if old != step:
+            if old != step and not self.is_kept(old, pinned):
                 try:
                     os.remove(self.path(old))
                 except OSError as err:
@@ -271,6 +297,43 @@ def _load_file(path: str, required_keys: Collection[str]) -> dict[str, Any]:
 def checkpoint_dir(root_dir: str) -> str:
     """The checkpoints folder of the run in ``root_dir``."""
     return os.path.join(root_dir, layout.CHECKPOINT_DIR)
+
+
+def pinned_steps(directory: str) -> set[int]:
+    """The pinned iterations of the checkpoints folder ``directory`` (empty without a
+    readable :data:`PINNED_FILE`)."""
+    data = layout.read_json(os.path.join(directory, PINNED_FILE)) or {}
+    steps = data.get("pinned")
+    if not isinstance(steps, list):
+        return set()
+    return {s for s in steps if isinstance(s, int) and not isinstance(s, bool)}
+
+
+def pin_checkpoint(root_dir: str, step: int) -> str:
+    """Pins the checkpoint of iteration ``step`` of the run in ``root_dir``: rotation
+    never removes it. Returns its path.
+
+    Raises:
+        CheckpointError: the run has no checkpoint of that iteration.
+        RunDirWriteError: the pin cannot be written.
+    """
+    checkpointer = Checkpointer(directory=checkpoint_dir(root_dir))
+    path = checkpointer.path(step)
+    if not os.path.isfile(path):
+        raise CheckpointError(
+            f"No checkpoint for iteration {step} in '{checkpointer.directory}' to pin "
+            f"(available: {checkpointer.steps() or 'none'})"
+        )
+    pinned = sorted(pinned_steps(checkpointer.directory) | {step})
+    try:
+        layout.write_json_atomic(
+            os.path.join(checkpointer.directory, PINNED_FILE), {"pinned": pinned}
+        )
+    except OSError as err:
+        raise RunDirWriteError(f"cannot pin '{path}': {describe_write_failure(err)}") from err
+    if not os.path.isfile(path):  # rotated away by a live run before the pin was read
+        raise CheckpointError(f"Checkpoint '{path}' was removed before it could be pinned")
+    return path
 
 
 @dataclass

@@ -26,7 +26,8 @@ def learning_setup(config: TrainerConfig, *, num_envs: int, ranks: Ranks) -> Lea
         unroll_length=config.unroll_length,
         initial_collect_steps=ranks.share(config.initial_collect_steps),
         offline_buffer_dirs=config.offline_buffer_dirs,
-        offline_fraction=config.offline_fraction,
+        offline_datasets=config.offline_datasets,
+        offline_fraction=float(config.offline_fraction or 0.0),
         data_parallel=ranks.context is not None,
         all_ranks_agree=ranks.all_ready,
     )

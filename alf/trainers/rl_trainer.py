@@ -134,7 +134,9 @@ class RLTrainer:
 
     def _build(self, config: TrainerConfig, root_dir: str) -> None:
         self.checkpointer = Checkpointer(
-            directory=checkpoint_dir(root_dir), num_to_keep=config.num_checkpoints
+            directory=checkpoint_dir(root_dir),
+            num_to_keep=config.num_checkpoints,
+            keep_every=config.keep_checkpoint_every,
         )
         # Read and check the checkpoint before building anything, so a bad one fails fast
         # and nothing in root_dir is touched.

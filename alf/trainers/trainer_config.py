@@ -33,6 +33,7 @@ RESUMABLE_SETTINGS = tuple(
         "evaluate",
         "checkpoint_interval",
         "num_checkpoints",
+        "keep_checkpoint_every",
         "progress_interval_s",
         "torch_num_threads",
         "max_consecutive_skipped_iterations",
@@ -120,6 +121,13 @@ class TrainerConfig:
         checkpoint_interval: iterations between checkpoints (one is also written at the
             end and on SIGINT/SIGTERM).
         num_checkpoints: how many of the newest checkpoints to keep.
+        keep_checkpoint_every: also keep, forever, the checkpoint of every iteration
+            that is a multiple of this (0: none). Checkpoints are named by iteration
+            (``ckpt-<iteration>.pt``), so this is in iterations too (SAC with one
+            environment and ``unroll_length=1``: one env step per iteration). Such
+            checkpoints, and the ones pinned with ``alf.bin.dataset --pin=N``, are never
+            removed by the rotation of ``num_checkpoints`` (e.g. the "medium" policy of a
+            D4RL-style dataset; ``docs/offline.md``).
         progress_interval_s: seconds between progress lines on the console.
         torch_num_threads: threads for torch's CPU kernels, and for numpy's BLAS, which
             collection's numpy policy uses (``alf.utils.threads``); 0 or None: the
@@ -152,6 +160,13 @@ class TrainerConfig:
         offline_buffer_dir: off-policy only: the ``root_dir`` (or a list of them) of
             earlier runs trained with ``ReplayBuffer.enable_checkpoint=True``; the replay
             buffers in their newest checkpoints are loaded as offline data.
+        offline_dataset: off-policy only: a dataset in Minari's format (a directory
+            written by ``alf.bin.dataset``, or the id of a dataset in Minari's local
+            datasets path), or a list of them, as offline data (with or without
+            ``offline_buffer_dir``). Each is checked against the run's observation and
+            action specs and held once in memory (``docs/offline.md``); several are
+            sampled in proportion to their sizes, as if concatenated. Needs the
+            ``[offline]`` extra.
         async_unroll: collect with actor processes (:class:`~alf.unrollers.AsyncUnroller`,
             configured as ``AsyncUnroller.num_actors = ...`` etc.) while the learner
             trains. ``create_environment.num_parallel_environments`` environments are
@@ -166,7 +181,10 @@ class TrainerConfig:
             buffer. Async runs are not bit-for-bit reproducible.
         offline_fraction: the fraction of every mini-batch drawn from the offline data;
             1.0 trains on the offline data alone, without stepping the environments
-            (then set the budget with ``num_iterations``).
+            (then set the budget with ``num_iterations``; evaluation still plays the
+            environment). None (the default): 1.0 with an ``offline_dataset`` (offline
+            RL), 0.5 with only ``offline_buffer_dir`` (mixing an earlier run's buffer
+            into online training).
         device: where the networks train: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (also
             ``--device``). Training batches are copied to it through pinned memory with
             ``non_blocking=True``. Under ``torchrun`` with several ranks, ``"cuda"`` means
@@ -232,6 +250,7 @@ class TrainerConfig:
     evaluate: bool = True
     checkpoint_interval: int = 100
     num_checkpoints: int = 3
+    keep_checkpoint_every: int = 0
     progress_interval_s: float = 5.0
     torch_num_threads: int | None = 1
     max_consecutive_skipped_iterations: int = 10
@@ -240,7 +259,8 @@ class TrainerConfig:
     stop_at_eval_return: float | None = None
     initial_collect_steps: int = 0
     offline_buffer_dir: str | list[str] | None = None
-    offline_fraction: float = 0.5
+    offline_dataset: str | list[str] | None = None
+    offline_fraction: float | None = None
     async_unroll: bool = False
     device: str = "cpu"
     collect_on_device: bool = False
@@ -273,7 +293,14 @@ class TrainerConfig:
             )
         self._check_budget()
         self._check(self.unroll_length > 0, "unroll_length", "> 0")
+        if self.offline_fraction is None:
+            self.offline_fraction = 1.0 if self.offline_datasets else 0.5
         self._check(0.0 < self.offline_fraction <= 1.0, "offline_fraction", "in (0, 1]")
+        self._check(
+            self.keep_checkpoint_every >= 0,
+            "keep_checkpoint_every",
+            ">= 0 (0: keep only the newest num_checkpoints and the pinned ones)",
+        )
         self._check(
             self.mixed_precision in (None, "bfloat16", "float16"),
             "mixed_precision",
@@ -356,9 +383,18 @@ class TrainerConfig:
         return (dirs,) if isinstance(dirs, str) else tuple(dirs)
 
     @property
+    def offline_datasets(self) -> tuple[str, ...]:
+        """``offline_dataset`` as a tuple (empty without datasets)."""
+        names = self.offline_dataset
+        if not names:
+            return ()
+        return (names,) if isinstance(names, str) else tuple(names)
+
+    @property
     def offline_only(self) -> bool:
         """Whether training uses offline data alone (no environment steps)."""
-        return self.offline_fraction >= 1.0 and bool(self.offline_buffer_dirs)
+        has_data = bool(self.offline_buffer_dirs or self.offline_datasets)
+        return has_data and self.offline_fraction is not None and self.offline_fraction >= 1.0
 
     def _check_frozen_policies(self) -> None:
         for name, source in self.frozen_policies.items():
