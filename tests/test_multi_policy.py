@@ -183,7 +183,10 @@ def test_a_run_with_a_policy_per_agent_and_a_frozen_one(tmp_path: Path) -> None:
     model = torch.jit.load(str(tmp_path / "race.pt"))
     actions = model(torch.ones(3, dtype=torch.int32), torch.zeros(3, 2))
     assert actions[0].shape == (3,)
-    assert not any(key.startswith("train/runner_2/") for key in train[-1])
+    # The frozen policy learns nothing (no loss); its agent's return is reported.
+    assert {key for key in train[-1] if key.startswith("train/runner_2/")} <= {
+        "train/runner_2/average_return"
+    }
     saved = torch.load(root / "checkpoints" / "ckpt-4.pt", weights_only=True)
     assert set(saved["algorithm"]["optimizer"]) == {"runner_0", "runner_1"}
     frozen = {k: v for k, v in saved["algorithm"]["module"].items() if ".runner_2." in k}

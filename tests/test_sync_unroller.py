@@ -62,11 +62,12 @@ def test_rows_chain_actions_into_prev_actions(unroller):
 def test_episodes_are_tracked(unroller):
     for _ in range(4):  # 16 steps: two complete 6-step episodes per environment
         unroller.unroll()
-    returns, lengths = unroller.episodes.pop_completed()
+    returns, lengths, env_ids = unroller.episodes.pop_completed()
     assert len(returns) == 6
     assert lengths == [6] * 6
     assert returns == [6.0] * 6
-    assert unroller.episodes.pop_completed() == ([], [])
+    assert sorted(env_ids) == [0, 0, 1, 1, 2, 2]
+    assert unroller.episodes.pop_completed() == ([], [], [])
 
 
 def test_unroll_length_must_be_positive():

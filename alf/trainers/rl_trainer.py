@@ -8,7 +8,6 @@ from typing import Any
 
 from alf import config as alf_config
 from alf.environments import AlfEnvironment
-from alf.environments.pettingzoo_games import configured_agent_policies
 from alf.errors import AlfError
 from alf.run_dir import layout
 from alf.run_dir.checkpoints import (
@@ -17,6 +16,7 @@ from alf.run_dir.checkpoints import (
     checkpoint_dir,
 )
 from alf.run_dir.layout import check_writable
+from alf.trainers.agent_groups import eval_group_scalars, summary_groups
 from alf.trainers.algorithm_builder import algorithm_factory, build_algorithm
 from alf.trainers.callbacks import TrainingContext, run_hook
 from alf.trainers.collection import build_collector, learning_setup, steps_this_iteration
@@ -170,8 +170,7 @@ class RLTrainer:
             if self.evaluator is not None
         }
         self.self_play = self._start_self_play(config, resume)
-        policies = configured_agent_policies()
-        self._agent_groups = None if policies is None else policies.groups
+        self._agent_groups = summary_groups()
         num_envs = parts.num_envs
         self.algorithm.prepare_learning(
             learning_setup(config, num_envs=num_envs, ranks=self._ranks)
@@ -357,7 +356,7 @@ class RLTrainer:
             result = self.evaluator.evaluate()
             others = {name: ev.evaluate() for name, ev in self._frozen_evaluators.items()}
             games = self.self_play.eval_scalars() if self.self_play is not None else {}
-            games.update(self._group_returns(result))
+            games.update(eval_group_scalars(self._agent_groups, result))
         except COLLECTION_FAILURES:
             checkpoint_healthy_learner(self)
             raise
@@ -376,15 +375,6 @@ class RLTrainer:
             extra_scalars=games,
         )
         return result
-
-    def _group_returns(self, result: EvalResult) -> dict[str, float]:
-        """``<group>/average_return`` of a multi-agent game whose agents form several
-        groups (policies, or teams; see ``AgentPolicies.groups``)."""
-        groups = self._agent_groups
-        if groups is None:
-            return {}
-        by_group = result.average_return_by_group(groups)
-        return {f"{group}/average_return": value for group, value in by_group.items()}
 
     def train(self) -> dict[str, Any]:
         """Runs the loop until the budget is used or a stop is requested, recording the
@@ -465,6 +455,7 @@ class RLTrainer:
             distributed=self.distributed,
             start_iteration=start_iteration,
             start_env_steps=self.env_steps,
+            groups=self._agent_groups,
         )
         first_iteration = self.is_main
         divergence = DivergenceGuard(

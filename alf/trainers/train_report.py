@@ -12,6 +12,7 @@ import numpy as np
 from absl import logging
 
 from alf.errors import TrainingError
+from alf.trainers.agent_groups import GroupReturns
 from alf.trainers.evaluator import EvalResult
 from alf.utils.distributed import DistributedContext
 from alf.utils.summary import SummaryLogger
@@ -243,6 +244,9 @@ class TrainingReport:
         distributed: this rank's context (None: a single process).
         start_iteration: the iteration the session started from.
         start_env_steps: the run's environment steps when the session started.
+        groups: each agent's group of a multi-agent run whose agents form several
+            (:func:`~alf.trainers.agent_groups.summary_groups`): the train summary also
+            has each group's ``<group>/average_return`` (None: only the overall one).
         clock: the time source of the console line (seconds; for tests).
     """
 
@@ -253,6 +257,7 @@ class TrainingReport:
         distributed: DistributedContext | None,
         start_iteration: int,
         start_env_steps: int,
+        groups: tuple[str, ...] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.summary = summary
@@ -261,6 +266,7 @@ class TrainingReport:
         self.start_env_steps = start_env_steps
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
         self.recent_lengths: collections.deque[int] = collections.deque(maxlen=100)
+        self.group_returns = None if groups is None else GroupReturns(groups=groups)
         self._window_steps = 0
         self._window_time = 0.0
         self._clock = clock
@@ -277,15 +283,22 @@ class TrainingReport:
         elapsed_s: float,
         returns: list[float],
         lengths: list[int],
+        env_ids: list[int] | None = None,
         *,
         trained: bool = True,
     ) -> None:
-        """Counts an iteration of this rank: its env steps, time and finished episodes;
-        ``trained``: whether it trained (False: it only collected, e.g. random warm-up)."""
+        """Counts an iteration of this rank: its env steps, time and finished episodes
+        (their returns, lengths and rows: :meth:`~alf.unrollers.Collector.pop_episodes`;
+        the rows are needed with ``groups``); ``trained``: whether it trained (False: it
+        only collected, e.g. random warm-up)."""
         self._window_steps += steps
         self._window_time += elapsed_s
         self.recent_returns.extend(returns)
         self.recent_lengths.extend(lengths)
+        if self.group_returns is not None and returns:
+            if env_ids is None:
+                raise ValueError("TrainingReport with groups: add_iteration needs env_ids")
+            self.group_returns.add(returns, env_ids)
         if trained and not self._training:
             self._training = True
             self._restart_rates = True
@@ -302,10 +315,12 @@ class TrainingReport:
     ) -> None:
         """Writes the train summary: ``scalars`` plus the env steps per second, clipped
         actions, (when not None) episodes dropped for non-finite data, and average
-        return and episode length over all ranks (the last 100 episodes of each), and
-        ``record`` plus ``fps`` (and ``fps_per_rank``) as the
-        ``progress.jsonl`` line, at the run's ``env_steps``. In a data-parallel run every
-        rank must call it (it gathers the ranks' figures); rank 0 writes."""
+        return and episode length over all ranks (the last 100 episodes of each; with
+        ``groups``, each group's ``<group>/average_return`` too, over the last 100 episodes
+        of the group on each rank), and ``record`` plus ``fps`` (and ``fps_per_rank``) as
+        the ``progress.jsonl`` line, at the run's ``env_steps``. In a data-parallel run
+        every rank must call it (it gathers the ranks' figures); rank 0 writes."""
+        groups = self.group_returns
         local = [
             self._window_steps / max(self._window_time, 1e-9),
             sum(self.recent_returns),
@@ -313,6 +328,7 @@ class TrainingReport:
             len(self.recent_returns),
             clipped_actions,
             dropped_episodes or 0,
+            *(groups.figures() if groups is not None else ()),
         ]
         self._window_steps, self._window_time = 0, 0.0
         if self.distributed is None:
@@ -322,13 +338,15 @@ class TrainingReport:
         if self.summary is None:
             return
         totals = [sum(column) for column in zip(*per_rank, strict=True)]
-        fps, returns, lengths, episodes, clipped, dropped = totals
+        fps, returns, lengths, episodes, clipped, dropped, *group_figures = totals
         scalars = {**scalars, "env_steps_per_second": fps, "clipped_actions": clipped}
         if dropped_episodes is not None:
             scalars["dropped_nonfinite_episodes"] = dropped
         if episodes:
             scalars["average_return"] = returns / episodes
             scalars["average_episode_length"] = lengths / episodes
+        if groups is not None:
+            scalars.update(groups.scalars(group_figures))
         record = {**record, "fps": round(fps, 1)}
         if self.distributed is not None:
             record["fps_per_rank"] = [round(row[0], 1) for row in per_rank]

@@ -81,6 +81,7 @@ class FragmentMessage:
         collect_s: seconds spent collecting it (not waiting for a buffer).
         episode_returns: returns of the episodes that ended in the fragment.
         episode_lengths: their lengths.
+        episode_env_ids: their global env ids (as the fragment's ``env_id``).
         clipped_actions: out-of-bounds continuous actions the actor's environments have
             clipped so far (cumulative).
         dropped_episodes: episodes the actor's environments ended early for non-finite
@@ -95,6 +96,7 @@ class FragmentMessage:
     collect_s: float
     episode_returns: list[float]
     episode_lengths: list[int]
+    episode_env_ids: list[int]
     clipped_actions: int = 0
     dropped_episodes: int = 0
 
@@ -216,7 +218,8 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
             (segment,) = collector.collect()
             exp = segment.exp._replace(env_id=segment.exp.env_id + setup.env_id_offset)
             channels.pool.write(buffer, exp)
-            returns, lengths = collector.pop_episodes()
+            episodes = collector.pop_episodes()
+            offset = setup.env_id_offset
             channels.reports.put(
                 FragmentMessage(
                     actor_id=actor_id,
@@ -225,8 +228,9 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                     num_old_rows=segment.num_old_rows,
                     env_steps=collector.steps_per_unroll,
                     collect_s=time.perf_counter() - start,
-                    episode_returns=returns,
-                    episode_lengths=lengths,
+                    episode_returns=episodes.returns,
+                    episode_lengths=episodes.lengths,
+                    episode_env_ids=[env_id + offset for env_id in episodes.env_ids],
                     clipped_actions=collector.num_clipped_actions,
                     dropped_episodes=collector.num_dropped_episodes,
                 )

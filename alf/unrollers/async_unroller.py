@@ -25,6 +25,7 @@ from alf.environments.data_check import EnvironmentDataError
 from alf.errors import TrainingError
 from alf.unrollers.actor import ActorChannels, ActorSetup, FragmentMessage, actor_main
 from alf.unrollers.collector import Collector
+from alf.unrollers.episode_tracker import CompletedEpisodes
 from alf.unrollers.shared_memory import (
     SEMAPHORE_PREFIX,
     FragmentPool,
@@ -64,16 +65,18 @@ class Fragment(Segment):
 
 
 class _ReceivedEpisodes:
-    """Episode returns and lengths reported by the actors (the EpisodeTracker API)."""
+    """Episode returns, lengths and (global) env ids reported by the actors (the
+    EpisodeTracker API)."""
 
     def __init__(self) -> None:
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.env_ids: list[int] = []
 
-    def pop_completed(self) -> tuple[list[float], list[int]]:
-        returns, lengths = self.returns, self.lengths
-        self.returns, self.lengths = [], []
-        return returns, lengths
+    def pop_completed(self) -> CompletedEpisodes:
+        episodes = CompletedEpisodes(self.returns, self.lengths, self.env_ids)
+        self.returns, self.lengths, self.env_ids = [], [], []
+        return episodes
 
 
 def _check_settings(
@@ -324,8 +327,9 @@ class AsyncUnroller(Collector):
         """Environment steps of every fragment received so far (dropped ones included)."""
         return self.env_steps_taken
 
-    def pop_episodes(self) -> tuple[list[float], list[int]]:
-        """Returns and lengths of the episodes the actors completed since the last call."""
+    def pop_episodes(self) -> CompletedEpisodes:
+        """Returns, lengths and global env ids of the episodes the actors completed since
+        the last call."""
         return self.episodes.pop_completed()
 
     def stats(self) -> dict[str, float]:
@@ -360,6 +364,7 @@ class AsyncUnroller(Collector):
             self.env_steps_taken += message.env_steps
             self.episodes.returns += message.episode_returns
             self.episodes.lengths += message.episode_lengths
+            self.episodes.env_ids += message.episode_env_ids
             self._clipped_actions[message.actor_id] = message.clipped_actions
             self._dropped_episodes[message.actor_id] = message.dropped_episodes
             self._stats["actor_steps_per_s"][message.actor_id] = message.env_steps / max(

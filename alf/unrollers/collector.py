@@ -20,7 +20,7 @@ import abc
 from alf.algorithms.policy import Policy
 from alf.data_structures import Experience, Segment, Trajectory
 from alf.environments.alf_environment import AlfEnvironment
-from alf.unrollers.episode_tracker import EpisodeTracker
+from alf.unrollers.episode_tracker import CompletedEpisodes, EpisodeTracker
 
 __all__ = ["Collector", "UnrollingCollector"]
 
@@ -61,8 +61,10 @@ class Collector(abc.ABC):
         return 0
 
     @abc.abstractmethod
-    def pop_episodes(self) -> tuple[list[float], list[int]]:
-        """Returns and lengths of the episodes completed since the last call."""
+    def pop_episodes(self) -> CompletedEpisodes:
+        """Returns, lengths and env ids of the episodes completed since the last call.
+        An env id is the episode's row in the whole training batch of this process (as
+        the ``env_id`` of the trajectories): the same numbering for every collector."""
 
     def stats(self) -> dict[str, float]:
         """Collection statistics since the last call, for summaries (none by default)."""
@@ -153,6 +155,6 @@ class UnrollingCollector(Collector):
         """Episodes the environments ended early for non-finite data so far."""
         return sum(int(getattr(env, "num_dropped_episodes", 0)) for env in self.envs)
 
-    def pop_episodes(self) -> tuple[list[float], list[int]]:
-        """Returns and lengths of the episodes completed since the last call."""
+    def pop_episodes(self) -> CompletedEpisodes:
+        """Returns, lengths and env ids of the episodes completed since the last call."""
         return self.episodes.pop_completed()

@@ -13,25 +13,27 @@ from alf.algorithms.policy import Policy
 from alf.data_structures import Experience
 from alf.environments.alf_environment import AlfEnvironment
 from alf.unrollers.collector import UnrollingCollector
+from alf.unrollers.episode_tracker import CompletedEpisodes
 from alf.unrollers.sync_unroller import SyncUnroller
 
 __all__ = ["DoubleBufferedUnroller"]
 
 
 class _CombinedEpisodes:
-    """Completed episodes of both groups (the ``EpisodeTracker.pop_completed`` API)."""
+    """Completed episodes of both groups (the ``EpisodeTracker.pop_completed`` API), the
+    second group's env ids shifted by the first's batch size (as in :meth:`unroll`)."""
 
     def __init__(self, groups: tuple[SyncUnroller, SyncUnroller]) -> None:
         self._groups = groups
 
-    def pop_completed(self) -> tuple[list[float], list[int]]:
-        returns: list[float] = []
-        lengths: list[int] = []
-        for group in self._groups:
-            r, n = group.episodes.pop_completed()
-            returns += r
-            lengths += n
-        return returns, lengths
+    def pop_completed(self) -> CompletedEpisodes:
+        first, second = (group.episodes.pop_completed() for group in self._groups)
+        shift = self._groups[0].batch_size
+        return CompletedEpisodes(
+            first.returns + second.returns,
+            first.lengths + second.lengths,
+            first.env_ids + [env_id + shift for env_id in second.env_ids],
+        )
 
 
 class DoubleBufferedUnroller(UnrollingCollector):

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from alf.data_structures import StepType, TimeStep
 
-__all__ = ["EpisodeTracker"]
+__all__ = ["CompletedEpisodes", "EpisodeTracker"]
+
+
+class CompletedEpisodes(NamedTuple):
+    """Episodes that ended: their undiscounted returns, lengths and environment ids.
+
+    Attributes:
+        returns: each episode's return.
+        lengths: each episode's length.
+        env_ids: the batch row that played it (a collector's global row of its training
+            batch; in a multi-agent game, ``env_id mod A`` is its agent).
+    """
+
+    returns: list[float]
+    lengths: list[int]
+    env_ids: list[int]
 
 
 class EpisodeTracker:
@@ -71,8 +88,10 @@ class EpisodeTracker:
         view.flags.writeable = False
         return view
 
-    def pop_completed(self) -> tuple[list[float], list[int]]:
-        """Returns and lengths of the episodes completed since the last call."""
-        returns, lengths = self.completed_returns, self.completed_lengths
+    def pop_completed(self) -> CompletedEpisodes:
+        """Returns, lengths and env ids of the episodes completed since the last call."""
+        episodes = CompletedEpisodes(
+            self.completed_returns, self.completed_lengths, self.completed_env_ids
+        )
         self.completed_returns, self.completed_lengths, self.completed_env_ids = [], [], []
-        return returns, lengths
+        return episodes
