@@ -1,5 +1,6 @@
-"""A PettingZoo module that ALF must refuse, for the bad-input tests: its agents have
-different observation spaces (``pettingzoo:alf_test_multiagent_bad``)."""
+"""A PettingZoo module that ALF must refuse under one shared policy (the default), for
+the bad-input tests: its agents have different observation spaces
+(``pettingzoo:alf_test_multiagent_bad``)."""
 
 from __future__ import annotations
 

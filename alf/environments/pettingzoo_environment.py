@@ -7,7 +7,9 @@ the batch: ``num_parallel_environments`` counts rows, so it must be a multiple o
 number of agents, and a game's agents are consecutive rows (row ``g * A + a`` is agent
 ``a`` of game ``g``, agents in ``possible_agents`` order). Every collector, replay
 buffer, mask, recurrent state, checkpoint and export works on such a batch unchanged,
-and one policy acts for all agents (a shared policy).
+and one policy acts for all agents (a shared policy) unless ``policy_mapping`` says
+otherwise. Agents whose spaces differ are rows of their padded union (see
+:mod:`alf.environments.agent_spaces`).
 
 An agent that leaves before its game ends (terminated or truncated while others play
 on) ends its episode there with a LAST step; its row then stays LAST (reward 0, its last
@@ -75,6 +77,7 @@ class PettingZooEnvironment(AlfEnvironment):
         if render_mode is not None:
             kwargs["render_mode"] = render_mode
         self._info = info
+        self._spaces = info.spaces
         self._env_name = info.env_name
         self._agents = info.agents
         self._num_agents = num_agents
@@ -132,7 +135,7 @@ class PettingZooEnvironment(AlfEnvironment):
                     f"agent '{agent}' of '{self._env_name}' has no observation after reset(): "
                     "ALF needs every agent of possible_agents in the game from its start"
                 )
-            self._rows.set(base + a, observations[agent])
+            self._rows.set(base + a, self._spaces.pad(a, observations[agent]))
         self._idle[base : base + self._num_agents] = False
         self._game_steps[game] = 0
         self._reset_next[game] = False
@@ -177,7 +180,7 @@ class PettingZooEnvironment(AlfEnvironment):
         env, base = self._games[game], game * self._num_agents
         live = set(env.agents)
         actions = {
-            agent: row_of(np_action, base + a)
+            agent: self._spaces.action(a, row_of(np_action, base + a))
             for a, agent in enumerate(self._agents)
             if agent in live and not self._idle[base + a]
         }
@@ -189,7 +192,7 @@ class PettingZooEnvironment(AlfEnvironment):
             if self._idle[row]:
                 continue
             if agent in obs:
-                self._rows.set(row, obs[agent])
+                self._rows.set(row, self._spaces.pad(a, obs[agent]))
             reward[row] = float(rewards.get(agent, 0.0))
             vanished = agent not in obs and not truncated.get(agent, False)
             if terminated.get(agent, False) or vanished:

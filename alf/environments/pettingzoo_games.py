@@ -1,7 +1,9 @@
 """What a PettingZoo module's games look like: the ``pettingzoo:<module>`` names,
-:class:`GameInfo` (agents and their common spaces), and writing agents' observations
-into batch rows. :mod:`alf.environments.pettingzoo_environment` (simultaneous games) and
-:mod:`alf.environments.pettingzoo_turns` (turn-based games) build on it.
+:class:`GameInfo` (agents and their spaces, padded into one batch's where they differ:
+:mod:`alf.environments.agent_spaces`), the policy of each agent, and writing agents'
+observations into batch rows. :mod:`alf.environments.pettingzoo_environment`
+(simultaneous games) and :mod:`alf.environments.pettingzoo_turns` (turn-based games) build
+on it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from alf import nest
 from alf.config import configurable, invalid_value
+from alf.environments.agent_spaces import AgentSpaces
 from alf.environments.suite_gym import MissingExtraError, UnknownEnvironmentError
 from alf.errors import install_hint
 
@@ -55,16 +58,24 @@ class GameInfo:
         module: the imported module.
         turn_based: the module has only an AEC ``env()`` (one agent acts at a time).
         agents: the game's ``possible_agents``.
-        observation_space: every agent's observation space.
-        action_space: every agent's action space.
+        spaces: the agents' spaces and the batch's (their padded union).
     """
 
     env_name: str
     module: ModuleType
     turn_based: bool
     agents: tuple[str, ...]
-    observation_space: gym.Space
-    action_space: gym.Space
+    spaces: AgentSpaces
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """The batch's observation space (every agent's, or their padded union)."""
+        return self.spaces.observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        """The batch's action space (every agent's, or their padded union)."""
+        return self.spaces.action_space
 
     def make(self, **kwargs: Any) -> Any:
         """A new game (``parallel_env(**kwargs)``, or ``env(**kwargs)`` if turn-based)."""
@@ -97,20 +108,6 @@ def _import_module(env_name: str) -> ModuleType:
         raise
 
 
-def _common_space(spaces: dict[str, gym.Space], what: str, env_name: str) -> gym.Space:
-    """The one space every agent has, or a one-line error naming two that differ."""
-    agents = list(spaces)
-    first = spaces[agents[0]]
-    for agent in agents[1:]:
-        if spaces[agent] != first:
-            raise UnknownEnvironmentError(
-                f"the agents of '{env_name}' have different {what} spaces ({agents[0]}: "
-                f"{first}; {agent}: {spaces[agent]}): ALF's agents share one policy, which "
-                "needs one space for all of them"
-            )
-    return first
-
-
 def game_info(env_name: str, env_kwargs: dict[str, Any] | None = None) -> GameInfo:
     """Imports the module of ``env_name`` and builds one game to read its agents and
     spaces.
@@ -122,7 +119,8 @@ def game_info(env_name: str, env_kwargs: dict[str, Any] | None = None) -> GameIn
     Raises:
         MissingExtraError: PettingZoo (or MPE) is not installed.
         UnknownEnvironmentError: the module cannot be imported, has neither
-            ``parallel_env`` nor ``env``, or its agents' spaces differ.
+            ``parallel_env`` nor ``env``, or its agents' spaces differ where they cannot
+            be padded (see :mod:`alf.environments.agent_spaces`) or in a turn-based game.
     """
     module = _import_module(env_name)
     has_parallel = callable(getattr(module, "parallel_env", None))
@@ -135,17 +133,22 @@ def game_info(env_name: str, env_kwargs: dict[str, Any] | None = None) -> GameIn
     game = factory(**(env_kwargs or {}))
     try:
         agents = tuple(game.possible_agents)
-        observation = {a: game.observation_space(a) for a in agents}
-        action = {a: game.action_space(a) for a in agents}
+        spaces = AgentSpaces(
+            env_name=env_name,
+            agents=agents,
+            observation_spaces=[game.observation_space(a) for a in agents],
+            action_spaces=[game.action_space(a) for a in agents],
+        )
     finally:
         game.close()
+    if not has_parallel and spaces.padded:
+        raise UnknownEnvironmentError(
+            f"the agents of the turn-based game '{env_name}' have "
+            f"{spaces.mismatch(range(len(agents)))}: its learner row plays every seat, "
+            "which needs one space for all of them"
+        )
     return GameInfo(
-        env_name=env_name,
-        module=module,
-        turn_based=not has_parallel,
-        agents=agents,
-        observation_space=_common_space(observation, "observation", env_name),
-        action_space=_common_space(action, "action", env_name),
+        env_name=env_name, module=module, turn_based=not has_parallel, agents=agents, spaces=spaces
     )
 
 
@@ -308,7 +311,8 @@ def configured_agent_policies() -> AgentPolicies | None:
 
     Raises:
         ConfigValueError: a mapping other than ``"shared"`` for a turn-based game (its
-            one learner row per game changes seat from game to game).
+            one learner row per game changes seat from game to game), or one mapping
+            agents whose spaces differ to one policy.
     """
     info = configured_game()
     if info is None:
@@ -322,4 +326,21 @@ def configured_agent_policies() -> AgentPolicies | None:
                 f"'shared' for the turn-based game '{info.env_name}' (its one learner row per "
                 "game plays a different seat each game; the other seats are opponents)",
             )
+    _check_groups(info, policies)
     return policies
+
+
+def _check_groups(info: GameInfo, policies: AgentPolicies) -> None:
+    """Refuses a policy acting for agents whose spaces differ: their padded
+    observations would mean different things in the same inputs."""
+    for index, name in enumerate(policies.policy_names):
+        members = [a for a, p in enumerate(policies.agent_policies) if p == index]
+        problem = info.spaces.mismatch(members)
+        if problem:
+            raise invalid_value(
+                "policy_mapping.mapping",
+                _bound("policy_mapping.mapping") or "shared",
+                f"a policy for agents of one space each: the agents of '{info.env_name}' "
+                f"mapped to the policy '{name}' have {problem} (e.g. "
+                "policy_mapping.mapping='per_team')",
+            )
