@@ -173,7 +173,6 @@ ALLOWED_IMPORTS: dict[str, set[str]] = {
         "environments",
         "algorithms",
         "datasets",
-        "replay_buffers",
         "unrollers",
     },
     "export": _CORE | {"algorithms"},

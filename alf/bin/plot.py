@@ -3,7 +3,7 @@ r"""Plots the evaluation curves of runs, grouped into seeds of one configuration
 Usage::
 
     python -m alf.bin.plot DIR... [--out=curves.png] [--x=env_steps|wall_time] \
-        [--aggregate=mean|iqm] [--title=TEXT] [--reps=2000]
+        [--aggregate=mean|iqm] [--normalized] [--title=TEXT] [--reps=2000]
 
 Every run directory at or under the DIRs (a sweep, a single run, several sweeps) is
 read; runs whose configs differ only in ``TrainerConfig.random_seed`` (or, for runs of
@@ -16,8 +16,12 @@ training are fine: a group's curve stops where its shortest run's does. A run wh
 warning line naming the file. A single DIR that is an ``alf.bin.pbt`` population is drawn
 as one: each member's curve (a copied checkpoint drawn as a jump to the donor's score)
 and each mutable hyperparameter by round; the CSV then lists each member's
-evaluations. Exit status: 0 when written, 1 when no run has a finite evaluation yet, 2
-for bad arguments (an ``--out`` that cannot be written, no readable run).
+evaluations. ``--normalized`` plots D4RL-normalised scores, ``100 * (R - random) /
+(expert - random)``, with the reference returns that runs trained on a dataset record
+in ``run_info.json`` (runs without them are left out, with a note); runs trained on
+offline data alone are placed by training iteration. Exit status: 0 when written, 1
+when no run has a finite evaluation yet, 2 for bad arguments (an ``--out`` that cannot
+be written, no readable run).
 """
 
 from __future__ import annotations
@@ -59,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("mean", "iqm"),
         default="mean",
         help="the line: mean or interquartile mean over seeds (default %(default)s)",
+    )
+    parser.add_argument(
+        "--normalized",
+        action="store_true",
+        help="D4RL-normalised scores (runs trained on datasets with reference returns)",
     )
     parser.add_argument("--title", default=None, help="title above the panels")
     parser.add_argument(
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"no readable run: {skipped[0]}{more}")
     groups = runs.group_runs(loaded)
     curves, notes = plotting.group_curves(
-        groups, x=args.x, aggregate=args.aggregate, reps=args.reps
+        groups, x=args.x, aggregate=args.aggregate, reps=args.reps, normalized=args.normalized
     )
     for note in notes:
         print(f"{_PROG}: note: {note}", flush=True)
@@ -173,7 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     csv_path = plotting.csv_path_for(out)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        plotting.plot_curves(curves, out, x=args.x, aggregate=args.aggregate, title=args.title)
+        plotting.plot_curves(
+            curves,
+            out,
+            x=args.x,
+            aggregate=args.aggregate,
+            title=args.title,
+            normalized=args.normalized,
+        )
         plotting.write_csv(curves, csv_path, x=args.x)
     except OSError as err:  # a folder that is read-only, a full disk
         where = err.filename or out

@@ -10,9 +10,12 @@ mean ± std and as IQM with a 95% stratified-bootstrap confidence interval (comp
 rliable when it can be imported), the best return, wall-clock time and env steps/s. The
 footer names the interval's method and library; notes list runs without an evaluation
 (not in the statistics) and runs still training. ``--metadata`` adds the fields of each
-run's ``run_info.json``. A run whose ``config.gin`` or ``progress.jsonl`` cannot be
-read (not UTF-8 text) is skipped with a warning line naming the file. Exit status: 0, or
-2 for bad arguments (no readable run, an ``--out`` that cannot be written).
+run's ``run_info.json``. When some run trained on a dataset that records reference
+returns (``run_info.json``'s ``reference_returns``), a column gives the D4RL-normalised
+score of the final returns, ``100 * (R - random) / (expert - random)``. A run whose
+``config.gin`` or ``progress.jsonl`` cannot be read (not UTF-8 text) is skipped with a
+warning line naming the file. Exit status: 0, or 2 for bad arguments (no readable run,
+an ``--out`` that cannot be written).
 """
 
 from __future__ import annotations

@@ -508,7 +508,10 @@ class DatasetWriter:
         metadata: dict[str, Any] = {
             "dataset_id": self.dataset_id,
             "minari_version": self._minari.__version__,
-            "algorithm_name": str((made_by or {}).get("policy", "unknown")),
+            "algorithm_name": " ".join(
+                str(made_by[k]) for k in ("algorithm", "policy") if made_by and k in made_by
+            )
+            or "unknown",
             "description": description or "written by alf.bin.dataset",
             ALF_KEY: made_by or {},
         }

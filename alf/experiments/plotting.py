@@ -1,6 +1,10 @@
 """Learning curves of grouped runs: one panel per environment, per group a line (mean or
 IQM over seeds) in a shaded 95% bootstrap band, and the plotted numbers as CSV.
 
+With ``normalized``, the y axis is D4RL's normalised score of each run (its dataset's
+reference returns, :meth:`alf.experiments.runs.Run.normalized`); runs trained on offline
+data alone are placed by training iteration (:attr:`~alf.experiments.runs.Run.x_unit`).
+
 Drawing uses matplotlib's Agg canvas directly (no pyplot, no display, the process's
 backend untouched); matplotlib is imported only when a picture is drawn.
 """
@@ -42,17 +46,21 @@ class GroupCurve:
         band: the curve and its band (x in env steps or wall-clock seconds).
         seeds: how many runs it aggregates.
         exact: whether the seeds were evaluated at the same x (no interpolation).
+        x_unit: what ``env_steps`` x values count: ``env_steps``, or ``iterations`` for
+            runs trained on offline data alone.
     """
 
     group: RunGroup
     band: stats.CurveBand
     seeds: int
     exact: bool
+    x_unit: str = "env_steps"
 
 
-def _run_xy(run: Run, x: str) -> tuple[np.ndarray, np.ndarray]:
+def _run_xy(run: Run, x: str, normalized: bool = False) -> tuple[np.ndarray, np.ndarray]:
     xs = run.eval_steps if x == "env_steps" else run.eval_elapsed_s
-    return np.asarray(xs, dtype=float), run.eval_returns
+    ys = run.normalized(run.eval_returns) if normalized else run.eval_returns
+    return np.asarray(xs, dtype=float), ys
 
 
 def group_curves(
@@ -62,6 +70,7 @@ def group_curves(
     aggregate: str = "mean",
     reps: int = stats.BOOTSTRAP_REPS,
     seed: int = stats.BOOTSTRAP_SEED,
+    normalized: bool = False,
 ) -> tuple[list[GroupCurve], list[str]]:
     """Aligns each group's evaluation curves and aggregates them over seeds.
 
@@ -71,6 +80,8 @@ def group_curves(
         aggregate: ``mean`` or ``iqm``.
         reps: bootstrap resamples of the band.
         seed: seed of the bootstrap.
+        normalized: D4RL-normalised scores instead of returns (runs without reference
+            returns are left out, with a note).
 
     Returns:
         The curves, and notes on what was left out or cut short (one line each).
@@ -87,24 +98,34 @@ def group_curves(
                 notes.append(f"{group.label}: {run.path} has no evaluation yet ({run.status})")
             elif not np.isfinite(_run_xy(run, x)[0]).any():
                 notes.append(f"{group.label}: {run.path} records no elapsed_s: left out")
+            elif normalized and run.reference_returns is None:
+                notes.append(
+                    f"{group.label}: {run.path} records no reference returns (it trained "
+                    "on no dataset that has them): left out of the normalised scores"
+                )
             else:
                 runs.append(run)
         if not runs:
             notes.append(f"{group.label}: no run to plot")
             continue
-        xs, ys = zip(*(_run_xy(r, x) for r in runs), strict=True)
+        xs, ys = zip(*(_run_xy(r, x, normalized) for r in runs), strict=True)
         grid, values, exact = stats.align_curves(xs, ys)
         if len(grid) == 0:
             notes.append(f"{group.label}: the runs' evaluations do not overlap: left out")
             continue
         ends = [int(r.eval_steps[-1]) for r in runs]
         if min(ends) != max(ends):
+            unit = "iterations" if runs[0].x_unit == "iterations" else "env steps"
             notes.append(
-                f"{group.label}: runs at different stages ({min(ends):,} to {max(ends):,} env "
-                "steps evaluated): the curve stops at the end of the shortest"
+                f"{group.label}: runs at different stages ({min(ends):,} to {max(ends):,} "
+                f"{unit} evaluated): the curve stops at the end of the shortest"
             )
         band = stats.curve_band(grid, values, aggregate=aggregate, reps=reps, seed=seed)
-        curves.append(GroupCurve(group=group, band=band, seeds=len(runs), exact=exact))
+        units = {r.x_unit for r in runs}
+        if len(units) > 1:
+            notes.append(f"{group.label}: some runs trained offline, some online: x mixes units")
+        unit = "iterations" if units == {"iterations"} else "env_steps"
+        curves.append(GroupCurve(group=group, band=band, seeds=len(runs), exact=exact, x_unit=unit))
     return curves, notes
 
 
@@ -162,9 +183,11 @@ def plot_curves(
     aggregate: str = "mean",
     title: str | None = None,
     confidence: float = stats.CONFIDENCE,
+    normalized: bool = False,
 ) -> None:
     """Draws one panel per environment with each group's curve and band into ``path``
-    (the format follows its extension: png, pdf, svg)."""
+    (the format follows its extension: png, pdf, svg); ``normalized`` labels the y axis
+    as D4RL-normalised scores."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -173,11 +196,14 @@ def plot_curves(
     rows = max(1, math.ceil(len(envs) / cols))
     fig = Figure(figsize=(5.6 * cols, 4.2 * rows), layout="constrained")
     FigureCanvasAgg(fig)
-    y_label = f"evaluation return ({'IQM' if aggregate == 'iqm' else 'mean'} over seeds)"
+    what = "normalised score (D4RL)" if normalized else "evaluation return"
+    y_label = f"{what} ({'IQM' if aggregate == 'iqm' else 'mean'} over seeds)"
     for index, env in enumerate(envs or ["(no evaluated run)"]):
         ax = fig.add_subplot(rows, cols, index + 1)
         panel = [c for c in curves if c.group.env == env]
         scale, x_label = 1.0, "env steps"
+        if all(c.x_unit == "iterations" for c in panel) and panel:
+            x_label = "training iterations (offline data)"
         if x == "wall_time":  # each panel in its own unit
             unit, scale = _time_unit(max((float(c.band.x[-1]) for c in panel), default=0.0))
             x_label = f"wall-clock time of training ({unit})"

@@ -1,6 +1,8 @@
 """Result tables: one Markdown row per group of seeds with its final evaluation return
 (mean ± std, and IQM with a 95% stratified-bootstrap confidence interval), best return,
-env steps, wall-clock time and throughput."""
+env steps, wall-clock time and throughput; and, when some run trained on a dataset that
+records reference returns, its D4RL-normalised score (``100 * (R - random) / (expert -
+random)``, mean ± std over seeds)."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ _HEADER = [
     "wall time",
     "env steps/s",
 ]
+_NORMALIZED_COLUMN = "normalized score (mean ± std)"
 _MAX_METADATA_VALUE = 200
 
 
@@ -54,6 +57,9 @@ class GroupRow:
         best_mean: mean over seeds of each run's best evaluation return.
         wall_time_s: mean wall-clock seconds of training, over the same runs.
         steps_per_s: ``env_steps / wall_time_s``.
+        normalized_mean: mean over seeds of the D4RL-normalised final return (NaN when
+            the runs record no reference returns).
+        normalized_std: its sample standard deviation.
     """
 
     group: RunGroup
@@ -69,6 +75,8 @@ class GroupRow:
     best_mean: float
     wall_time_s: float
     steps_per_s: float
+    normalized_mean: float = float("nan")
+    normalized_std: float = float("nan")
 
 
 def group_rows(
@@ -96,6 +104,9 @@ def group_rows(
     for group in groups:
         evaluated = group.evaluated
         mean, std = stats.mean_std(finals[group.label]) if evaluated else (nan, nan)
+        scores = [r.normalized(r.final_return) for r in evaluated]
+        scores = [s for s in scores if math.isfinite(s)]
+        norm_mean, norm_std = stats.mean_std(scores) if scores else (nan, nan)
         counted = evaluated or group.runs
         env_steps = float(np.mean([r.env_steps for r in counted]))
         wall = float(np.mean([r.wall_time_s for r in counted]))
@@ -114,6 +125,8 @@ def group_rows(
                 best_mean=float(np.mean([r.best_return for r in evaluated])) if evaluated else nan,
                 wall_time_s=wall,
                 steps_per_s=env_steps / wall if wall > 0 else nan,
+                normalized_mean=norm_mean,
+                normalized_std=norm_std if len(scores) > 1 else nan,
             )
         )
     return rows, estimates
@@ -140,7 +153,14 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _row_cells(row: GroupRow) -> list[str]:
+def _normalized_cell(row: GroupRow) -> str:
+    if not math.isfinite(row.normalized_mean):
+        return "n/a"
+    text = f"{row.normalized_mean:.1f}"
+    return text + (f" ± {row.normalized_std:.1f}" if math.isfinite(row.normalized_std) else "")
+
+
+def _row_cells(row: GroupRow, normalized: bool = False) -> list[str]:
     seeds = str(row.seeds) if row.seeds == row.runs else f"{row.seeds} of {row.runs}"
     values = [row.final_mean, row.best_mean, row.ci_low, row.ci_high]
     largest = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
@@ -165,6 +185,7 @@ def _row_cells(row: GroupRow) -> list[str]:
         seeds,
         f"{row.env_steps:,.0f}",
         final,
+        *([_normalized_cell(row)] if normalized else []),
         iqm,
         _num(row.episode_std, decimals) if row.seeds else "n/a",
         best,
@@ -307,11 +328,17 @@ def build_report(
     above = [os.path.dirname(os.path.dirname(r.path)) for g in groups for r in g.runs]
     root = os.path.commonpath(above) if above else ""
     rows, estimates = group_rows(groups, reps=reps, seed=seed, use_rliable=use_rliable)
+    normalized = any(math.isfinite(row.normalized_mean) for row in rows)
+    header = list(_HEADER)
+    if normalized:
+        header.insert(header.index("final return (mean ± std)") + 1, _NORMALIZED_COLUMN)
     lines = [
-        "| " + " | ".join(_HEADER) + " |",
-        "|" + "|".join("---" if i < 3 else "---:" for i in range(len(_HEADER))) + "|",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" if i < 3 else "---:" for i in range(len(header))) + "|",
     ]
-    lines += ["| " + " | ".join(_cell(c) for c in _row_cells(row)) + " |" for row in rows]
+    lines += [
+        "| " + " | ".join(_cell(c) for c in _row_cells(row, normalized)) + " |" for row in rows
+    ]
     lines += [
         "",
         "Final return: each run's latest evaluation (`eval/average_return`); mean ± sample "
@@ -322,6 +349,13 @@ def build_report(
         estimates.method + ". Episode std: the standard deviation of the episode returns "
         "within each run's final evaluation, averaged over seeds.",
     ]
+    if normalized:
+        lines += [
+            "",
+            "Normalised score: D4RL's 100 * (R - random) / (expert - random) of each seed's "
+            "final return, with the reference returns of the dataset it trained on "
+            "(run_info.json's reference_returns); mean ± std over seeds; n/a without them.",
+        ]
     lines += _improvement_section(rows, reps=reps, seed=seed, use_rliable=use_rliable)
     notes = _notes(groups, root)
     if notes:

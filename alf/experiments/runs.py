@@ -7,6 +7,11 @@ its ``framework``, ``env_name``, ``algorithm`` and ``seed``. Runs are grouped by
 configuration without the seed: every ``config.gin`` binding but
 ``TrainerConfig.random_seed``, or (without a config) the ``run_info.json`` fields
 ``framework``, ``env_name``, ``algorithm``, ``hyperparameters`` and ``num_env_steps``.
+
+A run trained on offline data alone takes no env steps: its evaluations are placed by
+training iteration instead (:attr:`Run.x_unit`). A run whose ``run_info.json`` records
+``reference_returns`` (a dataset's random and expert returns, see
+:mod:`alf.run_dir.metadata`) has D4RL-normalised scores (:meth:`Run.normalized`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import numpy as np
 
 from alf.errors import UserError
 from alf.run_dir import layout
+from alf.run_dir.metadata import read_reference_returns
 
 __all__ = [
     "ALGORITHM_BINDING",
@@ -77,6 +83,10 @@ class Run:
         status: ``status.json``'s state (``running``, ``finished``, ``stopped``,
             ``failed``, ``interrupted``), or ``unknown``.
         label: the readable name of its group (set by :func:`group_runs`).
+        x_unit: what :attr:`eval_steps` counts: ``env_steps``, or ``iterations`` for a
+            run that trained on offline data alone (all its evaluations at 0 env steps).
+        reference_returns: ``(random, expert)`` returns of the dataset it trained on
+            (``run_info.json``'s ``reference_returns``), None if not recorded.
     """
 
     path: str
@@ -96,6 +106,8 @@ class Run:
     final_episode_std: float = float("nan")
     status: str = "unknown"
     label: str = ""
+    x_unit: str = "env_steps"
+    reference_returns: tuple[float, float] | None = None
 
     @property
     def has_eval(self) -> bool:
@@ -124,6 +136,15 @@ class Run:
     def steps_per_s(self) -> float:
         """Env steps per wall-clock second (NaN before any record)."""
         return self.env_steps / self.wall_time_s if self.wall_time_s > 0 else float("nan")
+
+    def normalized(self, returns: Any) -> Any:
+        """D4RL's normalised score of ``returns`` (a float or an array):
+        ``100 * (R - random) / (expert - random)``; NaN without reference returns."""
+        if self.reference_returns is None:
+            return np.full(np.shape(returns), np.nan) if np.ndim(returns) else float("nan")
+        low, high = self.reference_returns
+        scores = 100.0 * (np.asarray(returns, dtype=float) - low) / (high - low)
+        return scores if np.ndim(returns) else float(scores)
 
 
 @dataclass(kw_only=True)
@@ -171,15 +192,27 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
+def _x_unit(records: Sequence[dict[str, Any]]) -> str:
+    """``iterations`` when the run's evaluations all took place at 0 env steps and after
+    some iterations (training on offline data alone), else ``env_steps``."""
+    evals = [r for r in records if isinstance(r.get(EVAL_RETURN), (int, float))]
+    if evals and all(r.get("env_steps") == 0 for r in evals):
+        if any(_is_number(r.get("iteration")) and r["iteration"] > 0 for r in evals):
+            return "iterations"
+    return "env_steps"
+
+
 def _eval_curve(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[dict[str, Any]], x_unit: str = "env_steps"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(env steps, elapsed s, return) of the evaluations with a finite return, by env
-    steps, and how many evaluations had a non-finite one; a step evaluated twice (a
-    resumed run redoing work after its checkpoint) keeps the later record."""
+    """(x, elapsed s, return) of the evaluations with a finite return, by x (env steps,
+    or iterations for ``x_unit="iterations"``), and how many evaluations had a
+    non-finite one; an x evaluated twice (a resumed run redoing work after its
+    checkpoint) keeps the later record."""
+    key = "iteration" if x_unit == "iterations" else "env_steps"
     by_step: dict[int, tuple[float, float]] = {}
     for record in records:
-        value, step = record.get(EVAL_RETURN), record.get("env_steps")
+        value, step = record.get(EVAL_RETURN), record.get(key)
         if not isinstance(value, (int, float)) or not isinstance(step, (int, float)):
             continue
         elapsed = record.get("elapsed_s")
@@ -245,7 +278,8 @@ def load_run(path: str) -> Run:
         seed = int(seed_dir.group(1))
 
     records = _read_run_file(path, layout.PROGRESS_FILE, layout.read_progress)
-    steps, elapsed, returns, nonfinite = _eval_curve(records)
+    x_unit = _x_unit(records)
+    steps, elapsed, returns, nonfinite = _eval_curve(records, x_unit)
     env_steps = max((r["env_steps"] for r in records if _is_number(r.get("env_steps"))), default=0)
     wall = max((r["elapsed_s"] for r in records if _is_number(r.get("elapsed_s"))), default=0.0)
     status = layout.read_status(path) or {}
@@ -266,6 +300,8 @@ def load_run(path: str) -> Run:
         wall_time_s=float(wall),
         final_episode_std=_final_episode_std(records),
         status=str(status.get("state", "unknown")),
+        x_unit=x_unit,
+        reference_returns=read_reference_returns(metadata),
     )
 
 
@@ -284,9 +320,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def load_runs(
-    paths: Iterable[str], *, skipped: Callable[[str], None] | None = None
-) -> list[Run]:
+def load_runs(paths: Iterable[str], *, skipped: Callable[[str], None] | None = None) -> list[Run]:
     """Every run directory at or under ``paths``, read.
 
     Args:
@@ -321,8 +355,7 @@ def no_run_error(paths: Iterable[str]) -> str | None:
         elif not os.path.isdir(full):
             why = " (not a directory)"
         return (
-            f"no run directory ({layout.CONFIG_FILE} or {layout.PROGRESS_FILE}) "
-            f"under '{path}'{why}"
+            f"no run directory ({layout.CONFIG_FILE} or {layout.PROGRESS_FILE}) under '{path}'{why}"
         )
     return None
 

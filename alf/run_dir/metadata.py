@@ -5,7 +5,11 @@ line, the start time, the git revision of the ALF checkout (and its ``git diff H
 ``code.diff``, when not empty), the versions of Python, ALF and the main packages, the
 host, device and CPUs, the environment, algorithm and seed, and the experiment trackers'
 run ids. A resumption keeps that record and appends its own command, time and revision
-to ``resumes``.
+to ``resumes``. A run trained on datasets records them (:func:`record_offline_data`):
+``offline_datasets`` (each one's name, path, Minari id, size and reference returns) and
+``reference_returns`` (``{"random": R, "expert": R, "dataset": name}``, the first
+dataset's that records both), from which ``alf.bin.report`` and ``alf.bin.plot`` compute
+D4RL-normalised scores.
 
 Nothing here can fail a run because of git: every git call has a timeout, and a missing
 git, a directory that is not a checkout, or a timeout leave the git fields null. The
@@ -35,6 +39,8 @@ __all__ = [
     "GitInfo",
     "git_info",
     "package_versions",
+    "read_reference_returns",
+    "record_offline_data",
     "record_run_start",
     "shell_command",
     "stored_tracker_info",
@@ -284,6 +290,47 @@ def record_run_start(
     info["trackers"] = {**(recorded if isinstance(recorded, dict) else {}), **(trackers or {})}
     layout.write_json_atomic(os.path.join(root_dir, layout.METADATA_FILE), info)
     return info
+
+
+def record_offline_data(root_dir: str, datasets: Sequence[Mapping[str, Any]]) -> None:
+    """Adds the datasets a run trains on to its ``run_info.json`` (written by
+    :func:`record_run_start` before): ``offline_datasets`` and, when one of them records
+    both reference returns, ``reference_returns`` (see the module docstring).
+
+    Args:
+        root_dir: the run directory.
+        datasets: each dataset's summary (``DatasetInfo.summary()``: ``name``,
+            ``random_return``, ``expert_return``...).
+    """
+    info = layout.read_metadata(root_dir) or {}
+    info["offline_datasets"] = [dict(d) for d in datasets]
+    info.pop("reference_returns", None)
+    for dataset in datasets:
+        low, high = dataset.get("random_return"), dataset.get("expert_return")
+        if _is_number(low) and _is_number(high) and low != high:
+            info["reference_returns"] = {
+                "random": float(low),
+                "expert": float(high),
+                "dataset": dataset.get("name"),
+            }
+            break
+    layout.write_json_atomic(os.path.join(root_dir, layout.METADATA_FILE), info)
+
+
+def read_reference_returns(info: Mapping[str, Any]) -> tuple[float, float] | None:
+    """``(random, expert)`` of a run's ``run_info.json`` record ``info`` (its
+    ``reference_returns``), or None when it records none usable."""
+    refs = info.get("reference_returns")
+    if not isinstance(refs, Mapping):
+        return None
+    low, high = refs.get("random"), refs.get("expert")
+    if not (_is_number(low) and _is_number(high)) or low == high:
+        return None
+    return float(low), float(high)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _callable_name(ctor: Any) -> str | None:

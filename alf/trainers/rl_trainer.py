@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from alf import config as alf_config
+from alf.datasets import read_info
 from alf.environments import AlfEnvironment
 from alf.errors import AlfError
 from alf.run_dir import layout
@@ -16,6 +17,7 @@ from alf.run_dir.checkpoints import (
     checkpoint_dir,
 )
 from alf.run_dir.layout import check_writable
+from alf.run_dir.metadata import record_offline_data
 from alf.trainers.agent_groups import eval_group_scalars, summary_groups
 from alf.trainers.algorithm_builder import algorithm_factory, build_algorithm
 from alf.trainers.callbacks import TrainingContext, run_hook
@@ -270,6 +272,8 @@ class RLTrainer:
             device=self.device,
             world_size=self._world_size,
         )
+        if config.offline_datasets:
+            record_offline_data(root_dir, [read_info(n).summary() for n in config.offline_datasets])
         layout.write_config(root_dir, alf_config.config_str())
 
     def _summary_step(self) -> int:
