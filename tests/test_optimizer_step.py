@@ -66,14 +66,35 @@ def test_a_found_inf_step_changes_nothing():
         assert torch.equal(a, b)
 
 
-def test_only_single_group_fused_adam_is_supported():
+def test_only_fused_adam_is_supported():
     params = list(_model().parameters())
     assert LeanStep.supports(torch.optim.Adam(params, fused=True))
     assert not LeanStep.supports(torch.optim.Adam(params))
     assert not LeanStep.supports(torch.optim.Adam(params, fused=True, amsgrad=True))
     assert not LeanStep.supports(torch.optim.SGD(params, lr=0.1))
-    groups = [{"params": params[:2]}, {"params": params[2:]}]
+    groups = [{"params": params[:2]}, {"params": params[2:], "amsgrad": True}]
     assert not LeanStep.supports(torch.optim.Adam(groups, fused=True))
+
+
+def test_lean_step_matches_torch_step_with_a_learning_rate_per_group():
+    reference, lean_model = _model(), _model()
+
+    def groups(model: torch.nn.Module) -> list[dict]:
+        params = list(model.parameters())
+        return [{"params": params[:2]}, {"params": params[2:], "lr": 1e-3}]
+
+    ref_opt = torch.optim.Adam(groups(reference), lr=1e-2, fused=True)
+    lean_opt = torch.optim.Adam(groups(lean_model), lr=1e-2, fused=True)
+    lean = LeanStep(optimizer=lean_opt)
+    for step in range(4):
+        for model in (reference, lean_model):
+            for p in model.parameters():
+                p.grad = None
+            _loss(model, step).backward()
+        ref_opt.step()
+        lean.step(torch.zeros(()))
+    for a, b in zip(reference.parameters(), lean_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_non_finite_and_clip_coefficient_stay_tensors():

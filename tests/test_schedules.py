@@ -2,7 +2,13 @@
 
 import pytest
 
-from alf.utils.schedules import ConstantSchedule, LinearSchedule, Schedule, as_schedule
+from alf.utils.schedules import (
+    ConstantSchedule,
+    CosineSchedule,
+    LinearSchedule,
+    Schedule,
+    as_schedule,
+)
 
 
 def test_constant_schedule():
@@ -41,3 +47,14 @@ def test_as_schedule_rejects_plain_callables():
 def test_base_schedule_is_abstract():
     with pytest.raises(NotImplementedError):
         Schedule()(0.0)
+
+
+def test_cosine_schedule_anneals_slowly_at_both_ends_and_clamps():
+    schedule = CosineSchedule(start=1.0, end=0.2, until=0.5)
+    assert schedule(0.0) == pytest.approx(1.0)
+    assert schedule(0.25) == pytest.approx(0.6)
+    assert schedule(0.5) == pytest.approx(0.2)
+    assert schedule(1.0) == pytest.approx(0.2) and schedule(-1.0) == pytest.approx(1.0)
+    assert 1.0 - schedule(0.05) < schedule(0.25) - schedule(0.30)
+    with pytest.raises(ValueError, match="until"):
+        CosineSchedule(start=1.0, until=0.0)

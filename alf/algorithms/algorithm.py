@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +96,7 @@ class Algorithm(nn.Module):
         self._lr_schedule = as_schedule(learning_rate)
         self._max_grad_norm = max_grad_norm
         self._optimizer: torch.optim.Optimizer | None = None
+        self._group_schedules: list[Schedule] = [self._lr_schedule]
         self._optimized: list[torch.Tensor] = []  # the optimizer's parameters, flattened
         self._skipped_on_host = 0
         self._skipped_on_device: torch.Tensor | int = 0
@@ -196,25 +197,53 @@ class Algorithm(nn.Module):
         """The optimizer over :meth:`trainable_parameters`, created on first use."""
         if self._optimizer is None:
             params = [p for p in self.trainable_parameters() if p.requires_grad]
-            self._optimizer = self._optimizer_ctor(params, lr=self._lr_schedule(0.0))
+            groups, self._group_schedules = self._parameter_groups(params)
+            self._optimizer = self._optimizer_ctor(groups, lr=self._lr_schedule(0.0))
             groups = self._optimizer.param_groups
             self._optimized = [p for group in groups for p in group["params"]]
         return self._optimizer
+
+    def _parameter_groups(self, params: list[nn.Parameter]) -> tuple[list[Any], list[Schedule]]:
+        """The optimizer's parameters (a plain list, or a group per learning rate of
+        :meth:`learning_rate_groups` after the group of the others) and each group's
+        schedule."""
+        special = [
+            ([p for p in group if p.requires_grad], as_schedule(lr))
+            for group, lr in self.learning_rate_groups()
+        ]
+        special = [(group, schedule) for group, schedule in special if group]
+        if not special:
+            return params, [self._lr_schedule]
+        taken = {id(p) for group, _ in special for p in group}
+        rest = [p for p in params if id(p) not in taken]
+        groups = [{"params": group, "lr": schedule(0.0)} for group, schedule in special]
+        schedules = [schedule for _, schedule in special]
+        if rest:
+            groups.insert(0, {"params": rest, "lr": self._lr_schedule(0.0)})
+            schedules.insert(0, self._lr_schedule)
+        return groups, schedules
 
     def trainable_parameters(self) -> Iterable[nn.Parameter]:
         """The parameters the optimizer updates (all of them by default)."""
         return self.parameters()
 
+    def learning_rate_groups(self) -> Sequence[tuple[Iterable[nn.Parameter], float | Schedule]]:
+        """Parameters that follow a learning rate of their own (e.g. an actor's, as
+        offline RL methods have it), as ``(parameters, learning rate or Schedule)`` pairs;
+        the others follow ``learning_rate``. None by default (one learning rate)."""
+        return ()
+
     @property
     def learning_rate(self) -> float:
-        """The current learning rate."""
+        """The current learning rate (of the first parameter group: ``learning_rate``'s,
+        unless :meth:`learning_rate_groups` takes every parameter)."""
         return self.optimizer.param_groups[0]["lr"]
 
     def set_progress(self, progress: float) -> None:
         """Tells the algorithm how far training is (``0..1``); updates scheduled values."""
-        lr = self._lr_schedule(progress)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        groups = self.optimizer.param_groups
+        for group, schedule in zip(groups, self._group_schedules, strict=True):
+            group["lr"] = schedule(progress)
 
     def update_with_gradient(self, loss_info: LossInfo) -> dict[str, torch.Tensor]:
         """One optimizer step on ``loss_info.loss``, or none when the loss or the gradient

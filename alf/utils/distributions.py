@@ -283,10 +283,19 @@ class SquashedNormal(td.Distribution):
         with torch.no_grad():
             return self.rsample(sample_shape)
 
-    def rsample_with_log_prob(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised sample and its log-probability, computed from the pre-image
-        (no ``atanh``, so it is exact even where ``tanh`` rounds to +-1)."""
-        pre_image = self.loc + self.scale * torch.randn_like(self.loc)
+    def rsample_with_log_prob(
+        self, sample_shape: torch.Size | tuple[int, ...] = ()
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample (``[*sample_shape, B, *event_shape]``) and its
+        log-probability, computed from the pre-image (no ``atanh``, so it is exact even
+        where ``tanh`` rounds to +-1)."""
+        if sample_shape:
+            noise = torch.randn(
+                (*sample_shape, *self.loc.shape), dtype=self.loc.dtype, device=self.loc.device
+            )
+        else:
+            noise = torch.randn_like(self.loc)
+        pre_image = self.loc + self.scale * noise
         return self._squash(pre_image), self._log_prob_of_pre_image(pre_image)
 
     def entropy(self) -> torch.Tensor:
