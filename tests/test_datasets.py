@@ -14,6 +14,7 @@ import torch
 
 pytest.importorskip("minari")
 
+from alf import config as alf_config  # noqa: E402
 from alf.algorithms.dqn import DqnAlgorithm  # noqa: E402
 from alf.algorithms.sac import SacAlgorithm  # noqa: E402
 from alf.data_structures import Experience, StepType  # noqa: E402
@@ -249,3 +250,89 @@ def test_a_dataset_buffer_mixes_with_an_online_buffer(sac_spec):
     batch, info, num_online = replay.sample(8, 3)
     assert num_online == 0 and batch.observation.shape == (3, 8, 3)
     assert (info.env_ids == -1).all() and batch.discount.dtype == torch.float32
+
+
+def _buffer_state(step_types: list[list[int]], discounts: list[list[float]]) -> dict:
+    """A replay buffer's state: environment e holds rows with these step types."""
+    spec = Experience(
+        step_type=TensorSpec((), torch.int32),
+        reward=TensorSpec(()),
+        discount=TensorSpec(()),
+        observation=TensorSpec((1,)),
+        prev_action=TensorSpec((1,)),
+        env_id=TensorSpec((), torch.int64),
+        action=TensorSpec((1,)),
+    )
+    buffer = ReplayBuffer(data_spec=spec, num_envs=len(step_types), max_length=8)
+    for t in range(len(step_types[0])):
+        n = len(step_types)
+        buffer.add_batch(
+            Experience(
+                step_type=torch.tensor([s[t] for s in step_types], dtype=torch.int32),
+                reward=torch.full((n,), float(t)),
+                discount=torch.tensor([d[t] for d in discounts]),
+                observation=torch.tensor([[100.0 * e + t] for e in range(n)]),
+                prev_action=torch.zeros(n, 1),
+                env_id=torch.arange(n),
+                action=torch.tensor([[10.0 * e + t] for e in range(n)]),
+            )
+        )
+    return buffer.checkpoint_state()
+
+
+def test_replay_buffer_episodes_are_the_first_steps_stored():
+    from alf.trainers.dataset_maker import replay_buffer_episodes
+
+    f, m, last = StepType.FIRST, StepType.MID, StepType.LAST
+    # Env 0: an episode ending in a termination, then one still running; env 1: one
+    # truncated episode, then a new one. 10 rows in rings of 8: the first 2 are gone.
+    rows = [[f, m, m, m, last, f, m, m, m, m], [f, m, m, last, f, m, m, m, last, f]]
+    ones = [1.0] * 10
+    discounts = [[*ones[:4], 0.0, *ones[5:]], ones]
+    state = _buffer_state(rows, discounts)
+    spec = TensorSpec((1,))
+    episodes = replay_buffer_episodes(state, observation_spec=spec, action_spec=spec)
+    # Held rows 2..9: env 0 starts mid-episode (left out) until its FIRST at row 5.
+    assert [(e.observations[0, 0], e.length) for e in episodes] == [(5.0, 4), (104.0, 4)]
+    assert not episodes[0].terminations.any() and episodes[0].truncations[-1]  # cut
+    assert episodes[1].actions[:, 0].tolist() == [14.0, 15.0, 16.0, 17.0]
+    assert episodes[1].rewards.tolist() == [5.0, 6.0, 7.0, 8.0]  # received on arrival
+    # The first 5 transitions stored, by position then environment: rows 4..6 of env 1
+    # (positions 4, 5, 6) and rows 5..6 of env 0 (positions 5, 6).
+    first = replay_buffer_episodes(state, observation_spec=spec, action_spec=spec, num_steps=5)
+    assert sorted((e.observations[0, 0], e.length) for e in first) == [(5.0, 2), (104.0, 3)]
+
+
+def test_played_episodes_and_noise():
+    from alf.environments import create_environment
+    from alf.trainers import dataset_maker as maker
+
+    alf_config.load_config(None, [])
+    env = create_environment(env_name="CartPole-v1", num_parallel_environments=1, seed=0)
+    try:
+        torch.manual_seed(0)
+        choose = maker.random_chooser(env.action_spec())
+        episodes = list(maker.play_episodes(env, choose, num_steps=30))
+        assert sum(e.length for e in episodes) == 30
+        assert all(e.terminations[-1] or e.truncations[-1] for e in episodes)
+        capped = list(maker.play_episodes(env, choose, num_episodes=2, max_episode_steps=3))
+        assert [e.length for e in capped] == [3, 3] and all(e.truncations[-1] for e in capped)
+    finally:
+        env.close()
+    generator = torch.Generator().manual_seed(0)
+    discrete = BoundedTensorSpec(shape=(), dtype=torch.int64, minimum=0, maximum=4)
+
+    def zeros(time_step, state):  # noqa: ANN001, ANN202
+        return torch.zeros(1000, dtype=torch.int64), state
+
+    noisy = maker.add_noise(zeros, discrete, 0.5, generator)
+    actions, _ = noisy(None, None)
+    changed = float((actions != 0).float().mean())
+    assert 0.3 < changed < 0.5 and actions.max() <= 4  # 0.5 * 4/5 replaced by another value
+    box = BoundedTensorSpec(shape=(1,), dtype=torch.float32, minimum=-2.0, maximum=2.0)
+
+    def edge(time_step, state):  # noqa: ANN001, ANN202
+        return torch.full((1000, 1), 2.0), state
+
+    actions, _ = maker.add_noise(edge, box, 0.5, generator)(None, None)
+    assert actions.max() <= 2.0 and actions.min() >= -2.0 and actions.std() > 0.3

@@ -230,7 +230,7 @@ def test_progress_lines_are_plain_and_the_summary_prints_once(tiny_run) -> None:
     assert output.count("Finished at iteration") == 1, output
 
 
-@pytest.mark.parametrize("tool", ["train", "play", "export"])
+@pytest.mark.parametrize("tool", ["train", "play", "export", "dataset"])
 def test_help_exits_zero(tool: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", f"alf.bin.{tool}", "--help"],
@@ -270,7 +270,9 @@ def test_a_conf_that_is_not_text_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("tool", ["sweep", "plot", "report", "tune", "train", "play", "export"])
+@pytest.mark.parametrize(
+    "tool", ["sweep", "plot", "report", "tune", "train", "play", "export", "dataset"]
+)
 def test_usage_names_the_console_script_it_was_started_as(tool: str) -> None:
     code = f"import sys; sys.argv = ['alf-{tool}', '--help']; from alf.bin.{tool} import run; run()"
     result = subprocess.run(

@@ -124,8 +124,7 @@ def _check_flags(args: argparse.Namespace) -> str:
     """The checked flags' source (one error line, exit 2, for bad flags)."""
     for name in ("root_dir", "out"):
         value = getattr(args, name)
-        if value is not None:
-            setattr(args, name, os.path.abspath(os.path.expanduser(value)))
+        setattr(args, name, os.path.abspath(os.path.expanduser(value)) if value else None)
     if args.pin is not None:
         if not args.root_dir:
             _fail("--pin needs --root_dir")
