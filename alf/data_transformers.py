@@ -171,6 +171,28 @@ class DataTransformerChain(DataTransformer):
             exp = out
         return exp._replace(batch_info=batch_info)
 
+    def fit_fresh_statistics(self, batches: Sequence[Experience]) -> list[str]:
+        """Starts the statistics of the transformers that have seen no data yet (a new
+        :class:`ObservationNormalizer`, or :class:`RewardNormalizer` unless
+        ``return_based``) from whole time-major ``[T, B]`` batches, e.g. every step of
+        an offline dataset before training on it (offline RL normalises with the
+        dataset's moments). Each one learns from the output of the transformers before
+        it (themselves fitted first).
+
+        Returns:
+            The names of the transformers fitted (empty if none was fresh).
+        """
+        fresh = [_is_fresh(t) for t in self.transformers]
+        if not any(fresh):
+            return []
+        for exp in batches:
+            exp = exp._replace(batch_info=())
+            for transformer, is_fresh in zip(self.transformers, fresh, strict=True):
+                if is_fresh:
+                    transformer.update_statistics(exp)
+                exp = transformer.transform_experience(exp)
+        return [type(t).__name__ for t, f in zip(self.transformers, fresh, strict=True) if f]
+
     def set_sum_over_ranks(self, fn: Callable[[torch.Tensor], torch.Tensor] | None) -> None:
         """Makes every running statistic of the chain combine all ranks' batches (see
         :attr:`RunningMeanStd.sum_over_ranks`); the trainer sets it in data-parallel runs."""
@@ -207,6 +229,15 @@ def build_data_transformer(
         transformers.append(transformer)
         spec = transformer.transformed_observation_spec
     return DataTransformerChain(transformers=transformers, observation_spec=observation_spec)
+
+
+def _is_fresh(transformer: DataTransformer) -> bool:
+    """Whether ``transformer`` has statistics of single steps (not of running returns)
+    and none has seen data yet."""
+    if getattr(transformer, "return_based", False):
+        return False
+    stats = [m for m in transformer.modules() if isinstance(m, RunningMeanStd)]
+    return bool(stats) and all(float(m.count) == 0.0 for m in stats)
 
 
 def _check_update_mode(update_mode: str) -> str:

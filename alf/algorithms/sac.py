@@ -105,6 +105,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
             :class:`Algorithm` (optimizer, learning rate) arguments.
     """
 
+    critic_loss_scale: float = 0.5
+    """The factor of the critics' squared TD errors (summed over the critics) in the loss."""
+
     def __init__(
         self,
         *,
@@ -264,9 +267,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         )
         return AlgStep(state=state, info=info)
 
-    def _train_encoded_sequence(
-        self, exp: Experience, state: Any, alpha: torch.Tensor
-    ) -> AlgStep:
+    def _train_encoded_sequence(self, exp: Experience, state: Any, alpha: torch.Tensor) -> AlgStep:
         """The recurrent ``train_step``: ``exp`` is ``[burn_in + L, B]`` and ``state`` the
         encoder state stored with its first row; learns the ``L - 1`` transitions of the
         last ``L`` rows (info leaves ``[(L - 1) * B, ...]``, time-major)."""
@@ -302,7 +303,11 @@ class SacAlgorithm(OffPolicyAlgorithm):
 
     def calc_loss(self, info: SacInfo) -> LossInfo:
         q_loss, priority = critic_loss(
-            info.critics, info.target, weights=info.weights, valid=info.valid, scale=0.5
+            info.critics,
+            info.target,
+            weights=info.weights,
+            valid=info.valid,
+            scale=self.critic_loss_scale,
         )
         actor_loss = masked_mean(info.actor_loss * info.weights, info.valid)
         alpha_loss = -masked_mean(
