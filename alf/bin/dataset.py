@@ -19,9 +19,10 @@ Sources of the episodes (one environment, ``--seed``):
   noise of standard deviation X half-ranges to continuous actions (clipped to the
   bounds), or takes a uniformly random discrete action with probability X.
 * ``--random``: uniformly random actions, in the run's environment or ``--env_name``'s.
-* ``--from_replay_buffer``: the replay buffer saved in the run's checkpoint (trained
-  with ``ReplayBuffer.enable_checkpoint=True``); ``--num_steps=N`` keeps the first N
-  transitions stored (D4RL's "medium-replay" when the buffer has not wrapped).
+* ``--from_replay_buffer``: the replay buffer saved in the run's newest checkpoint (or
+  ``--checkpoint``'s; trained with ``ReplayBuffer.enable_checkpoint=True``);
+  ``--num_steps=N`` keeps the first N transitions stored (D4RL's "medium-replay" when
+  the buffer has not wrapped).
 * ``--from_datasets=A,B``: the episodes of existing datasets, concatenated (e.g. D4RL's
   "medium-expert"); the references are the first dataset's unless given.
 
@@ -107,8 +108,10 @@ def _source(args: argparse.Namespace) -> str:
     if len(chosen) > 1:
         _fail(f"{chosen[0]} and {chosen[1]} are two sources: give one")
     source = chosen[0] if chosen else "policy"
-    if source != "policy" and (args.exploring or args.checkpoint is not None):
-        _fail(f"--exploring and --checkpoint choose the run's policy, not {source}'s data")
+    if source != "policy" and args.exploring:
+        _fail(f"--exploring chooses how the run's policy acts, not {source}'s data")
+    if source in ("--random", "--from_datasets") and args.checkpoint is not None:
+        _fail(f"--checkpoint chooses the run's policy or replay buffer, not {source}'s data")
     if source in ("--from_replay_buffer", "--from_datasets") and args.noise:
         _fail(f"--noise acts on played actions, not on {source}'s data")
     if source in ("policy", "--from_replay_buffer") and not args.root_dir:

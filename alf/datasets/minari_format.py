@@ -330,6 +330,17 @@ def _storage(info: DatasetInfo) -> Any:
         raise DatasetError(f"dataset '{info.name}' cannot be read: {err}") from None
 
 
+_READ_BATCH = 64
+"""Episodes read per opening of the data file: HDF5 keeps what it read of an open file's
+structure, so one opening for a whole dataset of small episodes grows the process by
+about 40 kB per episode (200 MB for 5000 episodes), while reopening keeps it flat."""
+
+
+def _batched_episodes(storage: Any, total: int) -> Iterator[dict[str, Any]]:
+    for start in range(0, total, _READ_BATCH):
+        yield from storage.get_episodes(range(start, min(start + _READ_BATCH, total)))
+
+
 def read_episodes(info: DatasetInfo) -> Iterator[Episode]:
     """The dataset's episodes, in order, read one at a time.
 
@@ -340,7 +351,7 @@ def read_episodes(info: DatasetInfo) -> Iterator[Episode]:
     storage = _storage(info)
     count = 0
     try:
-        for data in storage.get_episodes(range(info.total_episodes)):
+        for data in _batched_episodes(storage, info.total_episodes):
             count += 1
             yield Episode(
                 observations=data["observations"],
