@@ -108,12 +108,11 @@ class RLAlgorithm(Algorithm):
         """Installs the transformers of raw observations and rewards (see
         :mod:`alf.data_transformers`); their output spec must be :attr:`observation_spec`.
         They become part of the module, so checkpoints hold their statistics."""
+
         def signature(spec: Any) -> Any:
             return nest.map_structure(lambda s: (tuple(s.shape), s.dtype), spec)
 
-        if signature(transformer.transformed_observation_spec) != signature(
-            self.observation_spec
-        ):
+        if signature(transformer.transformed_observation_spec) != signature(self.observation_spec):
             raise ValueError(
                 "The data transformers produce observations of spec "
                 f"{transformer.transformed_observation_spec}, but the algorithm was built for "
@@ -157,6 +156,7 @@ class RLAlgorithm(Algorithm):
         """Recomputes a step of stored experience with gradients; ``info`` goes to
         :meth:`calc_loss`."""
         raise NotImplementedError
+
     def train_sequence(self, exp: Experience, state: Any) -> AlgStep:
         """Recomputes ``[L, B]`` sequences of stored experience with gradients, starting
         from ``state`` (``[B, ...]``) and resetting it to zeros at FIRST steps (row 0
@@ -185,7 +185,6 @@ class RLAlgorithm(Algorithm):
             state = step.state
             infos.append(step.info)
         return AlgStep(output=(), state=state, info=nest.stack(infos))
-
 
     def calc_loss(self, info: Any) -> LossInfo:
         """The loss of a batch from the ``info`` of :meth:`train_step`."""
