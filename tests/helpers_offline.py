@@ -18,17 +18,23 @@ from alf.replay_buffers import ReplayBuffer
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
 
 
-def random_leaf(spec: TensorSpec, batch: int, generator: torch.Generator) -> torch.Tensor:
-    """``[batch, ...]`` values of ``spec``: uniform in a bounded spec's range (integers
-    for a discrete one, all ones for a mask), standard normal otherwise."""
+def random_leaf(
+    spec: TensorSpec, batch: int, generator: torch.Generator, *, mask: bool = False
+) -> torch.Tensor:
+    """``[batch, ...]`` values of ``spec``: uniform in a bounded spec's bounds (integers
+    for a discrete one; all ones for an action ``mask``), standard normal otherwise."""
     shape = (batch, *spec.shape)
     if not isinstance(spec, BoundedTensorSpec):
         return torch.randn(shape, generator=generator).to(spec.dtype)
-    low, high = float(np.min(spec.minimum)), float(np.max(spec.maximum))
+    if mask:  # everything allowed
+        return torch.ones(shape, dtype=spec.dtype)
+    low, high = (
+        torch.as_tensor(np.broadcast_to(b, spec.shape).copy(), dtype=torch.float32)
+        for b in (spec.minimum, spec.maximum)
+    )
     if spec.is_discrete:
-        if spec.shape:  # an action mask: everything allowed
-            return torch.ones(shape, dtype=spec.dtype)
-        return torch.randint(int(low), int(high) + 1, shape, generator=generator)
+        values = low + (high - low + 1) * torch.rand(shape, generator=generator)
+        return values.floor().clamp(max=high).to(spec.dtype)
     return (low + (high - low) * torch.rand(shape, generator=generator)).to(spec.dtype)
 
 
@@ -57,10 +63,13 @@ def random_buffer(
         )
         step = nest.map_structure(lambda s: random_leaf(s, num_envs, generator), spec)
         step = step._replace(
-            observation=nest.map_structure(
-                lambda s: random_leaf(s, num_envs, generator), algorithm.observation_spec
+            observation=nest.map_structure_with_path(
+                lambda path, s: random_leaf(s, num_envs, generator, mask="mask" in str(path)),
+                algorithm.observation_spec,
             ),
-            action=random_leaf(algorithm.action_spec, num_envs, generator),
+            action=nest.map_structure(
+                lambda s: random_leaf(s, num_envs, generator), algorithm.action_spec
+            ),
             step_type=torch.full((num_envs,), int(kind), dtype=spec.step_type.dtype),
             discount=torch.full((num_envs,), 0.0 if kind == StepType.LAST else 1.0),
             reward=torch.zeros(num_envs) if kind == StepType.FIRST else step.reward,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import functools
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from helpers_off_policy import _ddpg_params, _params, _trainer
@@ -40,6 +42,8 @@ from alf.utils.schedules import CosineSchedule
 OBS = TensorSpec((3,))
 BOX = BoundedTensorSpec((2,), torch.float32, -2.0, 2.0)
 DISCRETE = BoundedTensorSpec((), torch.int64, 1, 4)  # Discrete(4, start=1)
+MULTI_DISCRETE = BoundedTensorSpec((3,), torch.int64, 0, np.array([1, 2, 4]))
+HYBRID = {"choice": BoundedTensorSpec((), torch.int64, 0, 2), "amount": BOX}
 MASKED_OBS = {"values": TensorSpec((3,)), "action_mask": BoundedTensorSpec((4,), torch.int64, 0, 1)}
 SMALL = {
     "actor_network_ctor": functools.partial(ActorNetwork, fc_layer_params=(16,)),
@@ -107,6 +111,8 @@ BUILDERS: dict[str, Callable[[], OffPolicyAlgorithm]] = {
     "bc": lambda: _bc(observation_spec=OBS, action_spec=BOX),
     "bc_gaussian": lambda: _bc(observation_spec=OBS, action_spec=BOX, deterministic=False),
     "bc_discrete": lambda: _bc(observation_spec=MASKED_OBS, action_spec=DISCRETE),
+    "bc_multi_discrete": lambda: _bc(observation_spec=OBS, action_spec=MULTI_DISCRETE),
+    "bc_hybrid": lambda: _bc(observation_spec=OBS, action_spec=HYBRID),
     "td3bc": _td3bc,
     "iql": _iql,
     "cql": _cql,
@@ -119,6 +125,7 @@ TERMS = {
     "bc": {"loss": {"actor_network"}},
     "bc_gaussian": {"loss": {"actor_network"}},
     "bc_discrete": {"loss": {"actor_network"}},
+    "bc_hybrid": {"loss": {"actor_network"}},
     "td3bc": {"td3.critics": {"critic_network"}, "td3.actor_loss": {"actor_network"}},
     "iql": {
         "critics": {"critic_network"},
@@ -435,6 +442,39 @@ def test_trains_offline_on_a_saved_buffer_and_evaluates(tmp_path, saved_buffer_r
         spread = float(returns.max() - returns.min())
         assert returns.numel() >= 2
         assert algorithm.data_reward_scale == pytest.approx(1000.0 / spread)
+
+
+def test_iql_fine_tunes_online_from_a_copy_of_its_offline_run(tmp_path, saved_buffer_run):
+    """The offline-to-online path of docs/offline_algorithms.md: the finished offline
+    run, copied, resumes with half of every mini-batch from the environment."""
+    offline = [
+        f'TrainerConfig.offline_buffer_dir="{saved_buffer_run}"',
+        "TrainerConfig.num_env_steps=0",
+        "TrainerConfig.initial_collect_steps=0",
+        "create_environment.max_episode_steps=20",
+        "ValueNetwork.fc_layer_params=(16, 16)",
+    ]
+    base = _params("IqlAlgorithm", "Pendulum-v1", *offline, num_iterations=None)
+    first = [*base, "TrainerConfig.offline_fraction=1.0", "TrainerConfig.num_iterations=5"]
+    with _trainer(tmp_path / "offline", first) as trainer:
+        trainer.train()
+        offline_actor = trainer.algorithm.actor_network.state_dict()
+    shutil.copytree(tmp_path / "offline", tmp_path / "online")
+    online = [
+        *base,
+        "TrainerConfig.offline_fraction=0.5",
+        "TrainerConfig.allow_config_change=True",
+        "TrainerConfig.num_iterations=40",
+    ]
+    with _trainer(tmp_path / "online", online) as trainer:
+        assert trainer.iteration == 5  # resumed, not started afresh
+        restored = trainer.algorithm.actor_network.state_dict()
+        assert all(torch.equal(restored[k], v) for k, v in offline_actor.items())
+        result = trainer.train()
+        algorithm = trainer.algorithm
+    assert result["iteration"] == 40 and result["env_steps"] == 35
+    assert algorithm.replay_buffer.total_size == 36  # the first observation, then a step each
+    assert algorithm.replay.offline_fraction == 0.5
 
 
 # ------------------------------------------------------------------ learning (slow)
