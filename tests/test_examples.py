@@ -12,7 +12,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 
 import pytest
-from helpers_cli import CONF, play_cmd, played_average_return, run_cli, train_cmd
+from helpers_cli import CONF, REPO, play_cmd, played_average_return, run_cli, train_cmd
 
 EXAMPLES = sorted(CONF.parent.glob("*.gin"))
 
@@ -24,7 +24,17 @@ NEEDS = {
     'preset = "atari"': ("ale_py", "atari"),
     'preset = "vizdoom"': ("vizdoom", "vizdoom"),
     "dm_control/": ("shimmy", "dmc"),
+    "TrainerConfig.offline_dataset": ("minari", "offline"),
 }
+
+# An offline config's dataset (e.g. alf/hopper-medium-v0) is made on demand, never
+# committed: its smoke run trains on the committed Pendulum dataset instead, in Pendulum,
+# by --conf_param alone (what the configs promise for another environment and dataset).
+OFFLINE_DATASET = REPO / "tests" / "data" / "datasets" / "pendulum-sac-v0"
+OFFLINE_SMOKE = (
+    'create_environment.env_name="Pendulum-v1"',
+    f'TrainerConfig.offline_dataset="{OFFLINE_DATASET}"',
+)
 
 TINY = (
     "TrainerConfig.num_iterations=3",
@@ -150,8 +160,15 @@ def _rows_per_game(conf: Path) -> int:
     return 1 if game.turn_based else len(game.agents)
 
 
+def _trains_on_a_dataset(conf: Path) -> bool:
+    """Whether ``conf`` binds ``TrainerConfig.offline_dataset`` (an offline RL config)."""
+    return bool(re.search(r"^TrainerConfig\.offline_dataset\s*=", conf.read_text(), re.M))
+
+
 def _tiny_params(conf: Path) -> tuple[str, ...]:
     params = TINY
+    if _trains_on_a_dataset(conf):
+        params = (*params, *OFFLINE_SMOKE)
     rows = _rows_per_game(conf)
     if rows > 1:
         # One evaluation game of a multi-agent environment is one row per agent.
@@ -211,6 +228,13 @@ def test_smoke_runs_cap_long_unrolls_from_the_config_or_its_include():
     assert _configured_unroll_length(CONF.parent / "sac_pendulum.gin") == 1
     assert "TrainerConfig.unroll_length=16" in _tiny_params(CONF.parent / "ppo_pong.gin")
     assert _tiny_params(CONF.parent / "ppo_masked.gin") == TINY
+
+
+def test_offline_smoke_runs_train_on_the_committed_dataset_in_its_environment():
+    assert OFFLINE_DATASET.is_dir()
+    iql = _tiny_params(CONF.parent / "iql_hopper_medium.gin")
+    assert iql == (*TINY, *OFFLINE_SMOKE)
+    assert not _trains_on_a_dataset(CONF.parent / "sac_hopper.gin")
 
 
 def test_smoke_runs_evaluate_one_whole_game_of_a_multi_agent_example():
