@@ -43,7 +43,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from alf.bin.cli import (
@@ -212,8 +212,9 @@ def _make(args: argparse.Namespace, source: str) -> str:
         env, loaded = _load_run(args, args.checkpoint)
     try:
         episodes, made_by = _episodes(args, source, env, loaded)
-        refs = _references(args, env)
-        return _write(args, env, episodes, made_by, refs)
+        # The references are measured after the dataset is played, which stays the same
+        # with or without them.
+        return _write(args, env, episodes, made_by, lambda: _references(args, env))
     finally:
         env.close()
 
@@ -243,6 +244,7 @@ def _episodes(
 
     from alf.algorithms.policy import Policy
     from alf.datasets import DatasetError
+    from alf.trainers import TrainerConfig
     from alf.trainers import dataset_maker as maker
 
     made_by: dict[str, Any] = {"seed": args.seed, "root_dir": args.root_dir}
@@ -273,8 +275,12 @@ def _episodes(
         choose = maker.random_chooser(env.action_spec())
         made_by.update(source="random", policy="random")
     else:
-        algorithm, _ = loaded
+        algorithm, checkpoint = loaded
         policy = Policy(algorithm=algorithm)
+        # Scheduled values (an exploration rate) as they were at the checkpoint.
+        policy.set_progress(
+            TrainerConfig().progress(iteration=checkpoint.iteration, env_steps=checkpoint.env_steps)
+        )
         choose = maker.policy_chooser(policy, greedy=not args.exploring)
         made_by.update(
             source="checkpoint",
@@ -341,9 +347,10 @@ def _write(
     env: Any,
     episodes: Iterable[Any],
     made_by: dict[str, Any],
-    refs: dict[str, Any],
+    references: Callable[[], dict[str, Any]],
 ) -> str:
-    """Writes the episodes to ``--out``; returns the summary line."""
+    """Writes the episodes to ``--out``, then finds the references (``references()``)
+    and commits; returns the summary line."""
     from alf import config as alf_config
     from alf.datasets import DatasetWriter
     from alf.run_dir.metadata import shell_command
@@ -353,11 +360,7 @@ def _write(
     env_name = alf_config.current_bindings().get("create_environment.env_name")
     if env_name is None:
         env_name = alf_config.default_value("create_environment", "env_name")
-    made_by.update(
-        env_name=args.env_name or _literal(env_name),
-        references=refs["how"],
-        command=shell_command(),
-    )
+    made_by.update(env_name=args.env_name or _literal(env_name), command=shell_command())
     with DatasetWriter(
         out=args.out,
         observation_space=observation_space,
@@ -367,6 +370,8 @@ def _write(
     ) as writer:
         for episode in episodes:
             writer.add_episode(episode)
+        refs = references()
+        made_by["references"] = refs["how"]
         info = writer.commit(
             random_return=refs["random_return"],
             expert_return=refs["expert_return"],
