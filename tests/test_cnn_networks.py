@@ -297,3 +297,19 @@ def test_mlp_only_networks_have_no_torso():
     critic = CriticNetwork(input_spec=(TensorSpec((4,)), BOX))
     assert critic.torsos is None
     assert critic(torch.randn(5, 4), torch.rand(5, 2)).shape == (5, 1)
+
+
+def test_channels_last_images_are_permuted_to_channels_first():
+    """A board game's ``[H, W, C]`` planes (PettingZoo's classic games) through
+    ``channels_last``: the same features as the ``[C, H, W]`` image through a
+    channels-first encoder with the same weights."""
+    board = TensorSpec((6, 7, 2))
+    layers = ((8, 3, 1, 1), (8, 3, 1, 1))
+    last = ConvEncoder(input_spec=board, conv_layer_params=layers, channels_last=True)
+    first = ConvEncoder(input_spec=TensorSpec((2, 6, 7)), conv_layer_params=layers)
+    first.load_state_dict(last.state_dict())
+    assert last.output_size == first.output_size == 8 * 6 * 7
+    x = torch.randn(4, 6, 7, 2)
+    torch.testing.assert_close(last(x), first(x.permute(0, 3, 1, 2)))
+    with pytest.raises(ValueError, match=r"channels_last needs \[H, W, C\]"):
+        ConvEncoder(input_spec=TensorSpec((6, 7)), conv_layer_params=layers, channels_last=True)

@@ -102,6 +102,8 @@ class ConvEncoder(nn.Module):
             by default :data:`NATURE_CONV_LAYERS`.
         fc_layer_params: sizes of fully connected layers after the flattened features.
         activation: name of the activation after every layer.
+        channels_last: the images are ``[H, W, C]`` (e.g. a board game's planes, as
+            PettingZoo's classic games give them): they are permuted to ``[C, H, W]``.
     """
 
     def __init__(
@@ -111,15 +113,24 @@ class ConvEncoder(nn.Module):
         conv_layer_params: ConvLayerParams = NATURE_CONV_LAYERS,
         fc_layer_params: Sequence[int] = (),
         activation: str = "relu",
+        channels_last: bool = False,
     ) -> None:
         super().__init__()
         spec = _single_image_spec(input_spec)
         if not conv_layer_params:
             raise ValueError("conv_layer_params must name at least one conv layer")
-        self._add_channel = len(spec.shape) == 2
-        out_shape = conv_output_shape(spec.shape, conv_layer_params)
+        shape = tuple(spec.shape)
+        if channels_last:
+            if len(shape) != 3:
+                raise ValueError(
+                    f"ConvEncoder.channels_last needs [H, W, C] images, got the shape {shape}"
+                )
+            shape = (shape[2], shape[0], shape[1])
+        self._channels_last = channels_last
+        self._add_channel = len(shape) == 2
+        out_shape = conv_output_shape(shape, conv_layer_params)
         layers: list[nn.Module] = []
-        in_channels = 1 if self._add_channel else spec.shape[0]
+        in_channels = 1 if self._add_channel else shape[0]
         for params in conv_layer_params:
             channels, kernel, stride, padding = _parse_layer(params)
             conv = nn.Conv2d(in_channels, channels, kernel, stride=stride, padding=padding)
@@ -141,4 +152,6 @@ class ConvEncoder(nn.Module):
             x = x.float()
         if self._add_channel:
             x = x.unsqueeze(1)
+        elif self._channels_last:
+            x = x.permute(0, 3, 1, 2)
         return self.layers(x)
