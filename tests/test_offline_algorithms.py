@@ -26,7 +26,7 @@ from alf.algorithms import (
 )
 from alf.algorithms.iql import expectile_loss
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
-from alf.algorithms.offline_rl import episode_returns, prepare_offline_data
+from alf.algorithms.offline_rl import OfflineDataError, episode_returns, prepare_offline_data
 from alf.data_structures import Experience, StepType
 from alf.data_transformers import ObservationNormalizer, build_data_transformer
 from alf.networks import (
@@ -389,6 +389,14 @@ def test_offline_data_starts_the_normalizer_and_gives_the_return_scale():
     count = float(stats.count)
     prepare_offline_data(algorithm, return_range=None)
     assert float(stats.count) == count
+
+
+def test_a_return_range_needs_two_whole_episodes_of_different_returns():
+    algorithm = _iql()
+    train_offline_on(algorithm, random_buffer(algorithm, episode_length=100))  # none whole
+    with pytest.raises(OfflineDataError, match="return_range = None"):
+        prepare_offline_data(algorithm, return_range=1000.0)
+    assert prepare_offline_data(algorithm, return_range=None) == 1.0
 
 
 # ------------------------------------------------------------------ through the trainer

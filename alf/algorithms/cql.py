@@ -9,9 +9,8 @@ import torch.nn as nn
 
 from alf import nest
 from alf.algorithms.dqn import DqnAlgorithm, DqnInfo
-from alf.algorithms.iql import check_action_box
 from alf.algorithms.off_policy_algorithm import masked_mean, valid_transitions
-from alf.algorithms.offline_rl import first_row, prepare_offline_data
+from alf.algorithms.offline_rl import check_action_box, first_row, prepare_offline_data
 from alf.algorithms.rl_algorithm import LearningSetup
 from alf.algorithms.sac import SacAlgorithm, SacInfo
 from alf.config import configurable, invalid_value

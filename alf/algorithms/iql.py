@@ -16,17 +16,12 @@ from alf.algorithms.off_policy_algorithm import (
     n_step_target,
     valid_transitions,
 )
-from alf.algorithms.offline_rl import first_row, prepare_offline_data
+from alf.algorithms.offline_rl import check_action_box, first_row, prepare_offline_data
 from alf.algorithms.rl_algorithm import LearningSetup
 from alf.config import configurable, invalid_value
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorDistributionNetwork, CriticNetwork, ValueNetwork, require_stateless
-from alf.tensor_specs import (
-    BoundedTensorSpec,
-    UnsupportedActionSpaceError,
-    action_bounds,
-    describe_spec,
-)
+from alf.tensor_specs import action_bounds
 from alf.utils.schedules import Schedule
 from alf.utils.target_update import TargetUpdater, make_target
 
@@ -52,16 +47,6 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     whose minimiser over a constant is the ``expectile`` of ``diff``'s distribution."""
     weight = torch.where(diff < 0, 1.0 - expectile, expectile)
     return weight * diff**2
-
-
-def check_action_box(owner: str, action_spec: Any) -> None:
-    """Raises :class:`UnsupportedActionSpaceError` unless ``action_spec`` is one
-    continuous (Box) spec."""
-    if not isinstance(action_spec, BoundedTensorSpec) or action_spec.is_discrete:
-        raise UnsupportedActionSpaceError(
-            f"{owner} supports only a Box action space, got {describe_spec(action_spec)}; "
-            "use BcAlgorithm or DiscreteCqlAlgorithm for discrete actions offline"
-        )
 
 
 @configurable

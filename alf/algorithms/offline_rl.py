@@ -22,9 +22,11 @@ from alf import nest
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.data_structures import Experience, StepType
 from alf.replay_buffers import ReplayBuffer, ReplayBufferError
+from alf.tensor_specs import BoundedTensorSpec, UnsupportedActionSpaceError, describe_spec
 
 __all__ = [
     "OfflineDataError",
+    "check_action_box",
     "episode_returns",
     "first_row",
     "normalized_squared_error",
@@ -151,3 +153,13 @@ def normalized_squared_error(
 def first_row(value: Any) -> Any:
     """Row 0 of every leaf of a sampled ``[L, B, ...]`` nest (the transitions' start)."""
     return nest.map_structure(lambda x: x[0], value)
+
+
+def check_action_box(owner: str, action_spec: Any) -> None:
+    """Raises :class:`~alf.tensor_specs.UnsupportedActionSpaceError` naming ``owner``
+    unless ``action_spec`` is one continuous (Box) spec."""
+    if not isinstance(action_spec, BoundedTensorSpec) or action_spec.is_discrete:
+        raise UnsupportedActionSpaceError(
+            f"{owner} supports only a Box action space, got {describe_spec(action_spec)}; "
+            "use BcAlgorithm or DiscreteCqlAlgorithm for discrete actions offline"
+        )
