@@ -110,8 +110,35 @@ def test_round_trip_in_the_experience_layout(tmp_path, sac_spec):
     assert minari.get_normalized_score(dataset, np.array([-150.0]))[0] == 1.0
 
 
+# Three random CartPole-v1 episodes (44 steps) written by Minari 0.5.4's own
+# DataCollector (``minari.DataCollector(...).create_dataset(dataset_id=
+# "test/cartpole-random-v0", ...)``), committed so that CI needs no JAX, which the
+# DataCollector imports.
+COLLECTED = Path(__file__).parent / "data" / "datasets" / "minari-collector"
+
+
+def _check_collected(dataset_id: str, total_steps: int, total_episodes: int) -> None:
+    cartpole = gym.make("CartPole-v1")
+    obs_spec = from_gym_space(cartpole.observation_space)
+    action_spec = from_gym_space(cartpole.action_space)
+    torch.manual_seed(0)
+    dqn_spec = DqnAlgorithm(observation_spec=obs_spec, action_spec=action_spec).experience_spec()
+    loaded = _load(dataset_id, dqn_spec, obs_spec, action_spec)  # a Minari id
+    exp = loaded.buffer.experience()
+    assert loaded.info.total_steps == total_steps
+    assert int((exp.step_type == StepType.LAST).sum()) == total_episodes
+    lasts = exp.step_type[:, 0] == StepType.LAST
+    assert exp.discount[:, 0][lasts].tolist() == [0.0] * int(lasts.sum())  # all terminated
+    assert exp.action.dtype == torch.int64 and exp.action.shape == (exp.step_type.shape[0], 1)
+
+
+def test_a_committed_dataset_of_minaris_data_collector_loads_by_its_id(monkeypatch):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(COLLECTED))
+    _check_collected("test/cartpole-random-v0", total_steps=44, total_episodes=3)
+
+
 def test_a_dataset_made_by_minaris_data_collector_loads(tmp_path, monkeypatch):
-    pytest.importorskip("jax")  # (Minari's DataCollector needs it)
+    pytest.importorskip("jax")  # (Minari's DataCollector needs it; CI reads the committed one)
     import minari
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
@@ -133,18 +160,7 @@ def test_a_dataset_made_by_minaris_data_collector_loads(tmp_path, monkeypatch):
         description="random CartPole episodes",
         eval_env="CartPole-v1",
     )
-    cartpole = gym.make("CartPole-v1")
-    obs_spec = from_gym_space(cartpole.observation_space)
-    action_spec = from_gym_space(cartpole.action_space)
-    torch.manual_seed(0)
-    dqn_spec = DqnAlgorithm(observation_spec=obs_spec, action_spec=action_spec).experience_spec()
-    loaded = _load("test/cartpole-random-v0", dqn_spec, obs_spec, action_spec)  # a Minari id
-    exp = loaded.buffer.experience()
-    assert loaded.info.total_steps == dataset.total_steps
-    assert int((exp.step_type == StepType.LAST).sum()) == dataset.total_episodes
-    lasts = exp.step_type[:, 0] == StepType.LAST
-    assert exp.discount[:, 0][lasts].tolist() == [0.0] * int(lasts.sum())  # all terminated
-    assert exp.action.dtype == torch.int64 and exp.action.shape == (exp.step_type.shape[0], 1)
+    _check_collected("test/cartpole-random-v0", dataset.total_steps, dataset.total_episodes)
 
 
 def test_spaces_that_differ_are_one_line_naming_the_field(tmp_path, sac_spec):
