@@ -9,7 +9,11 @@ import pytest
 import torch
 from test_algorithms import _experience, _make
 
+from alf.algorithms.algorithm import _cuda_graph_safe
+from alf.algorithms.appo import AppoAlgorithm
+from alf.algorithms.ppo import PPOAlgorithm
 from alf.config import ConfigValueError
+from alf.data_structures import LossInfo
 from alf.trainers.data_parallel import configure_training
 
 
@@ -40,3 +44,35 @@ def test_compile_is_refused_in_a_data_parallel_run():
         configure_training(
             _make(), Context(), find_unused_parameters=False, mixed_precision=None, compile=True
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls", [PPOAlgorithm, AppoAlgorithm])
+def test_compiled_updates_survive_summary_iterations(cls, tmp_path, monkeypatch):
+    # record_statistics flips on summary iterations: the compiled loss recompiles and must
+    # rebuild its LossInfo (torch 2.11 failed on one made by NamedTuple._replace).
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    algorithm = _make(cls, num_epochs=2, mini_batch_size=5)
+    algorithm.configure_training(compile=True)
+    exp = _experience(algorithm)
+    for record in (False, True, False):
+        algorithm.record_statistics = record
+        stats = algorithm.train_from_unroll(exp)
+        assert ("approx_kl" in stats) == record
+        assert torch.isfinite(torch.as_tensor(stats["loss"]))
+
+
+def test_cuda_graph_safe_losses_return_copies():
+    # Under CUDA graphs the next replay overwrites a call's outputs: each call's tensors
+    # are copied out, so the statistics kept from earlier mini-batches stay intact.
+    buffer = torch.zeros(())
+
+    def graph_like(x: torch.Tensor) -> LossInfo:
+        buffer.copy_(x)
+        return LossInfo(loss=buffer, extra={"x": buffer})
+
+    safe = _cuda_graph_safe(graph_like)
+    first = safe(torch.tensor(1.0))
+    second = safe(torch.tensor(2.0))
+    assert float(first.loss) == 1.0 and float(first.extra["x"]) == 1.0
+    assert float(second.loss) == 2.0

@@ -14,6 +14,7 @@ import torch.nn as nn
 
 from alf.algorithms.optimizer_step import LeanStep, clip_coefficient, non_finite
 from alf.data_structures import LossInfo
+from alf.nest import map_structure
 from alf.utils.schedules import Schedule, as_schedule
 
 if TYPE_CHECKING:
@@ -48,6 +49,20 @@ def default_optimizer(params: Iterable[nn.Parameter], lr: float) -> torch.optim.
         return torch.optim.Adam(params, lr=lr, eps=1e-5, fused=True)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.Adam(params, lr=lr, eps=1e-5)
+
+
+def _cuda_graph_safe(compiled: Callable[..., LossInfo]) -> Callable[..., LossInfo]:
+    """``compiled`` (CUDA graphs) made safe to call once per minibatch: each call starts a
+    new graph step and its tensors are copied out of the graph's memory, which the next
+    replay overwrites (the statistics of every minibatch are kept until the update ends)."""
+
+    def call(*args: Any) -> LossInfo:
+        torch.compiler.cudagraph_mark_step_begin()
+        return map_structure(
+            lambda x: x.clone() if isinstance(x, torch.Tensor) else x, compiled(*args)
+        )
+
+    return call
 
 
 def compile_cache_dir() -> str:
@@ -188,8 +203,11 @@ class Algorithm(nn.Module):
         compiled = self._compiled_losses.get(key)
         if compiled is None:
             compile_cache_dir()
-            mode = "reduce-overhead" if self.device.type == "cuda" else None
-            compiled = self._compiled_losses[key] = torch.compile(loss_fn, mode=mode)
+            if self.device.type == "cuda":
+                compiled = _cuda_graph_safe(torch.compile(loss_fn, mode="reduce-overhead"))
+            else:
+                compiled = torch.compile(loss_fn)
+            self._compiled_losses[key] = compiled
         return compiled
 
     @property

@@ -189,7 +189,7 @@ class CqlAlgorithm(SacAlgorithm):
             conservative = alpha_prime.detach() * conservative
             extra["alpha_prime"] = alpha_prime.detach()
         extra["conservative_loss"] = conservative.detach()
-        return loss_info._replace(loss=loss + conservative, extra=extra)
+        return LossInfo(loss=loss + conservative, extra=extra, priority=loss_info.priority)
 
 
 @configurable
@@ -240,4 +240,6 @@ class DiscreteCqlAlgorithm(DqnAlgorithm):
         gap = masked_mean(info.gap * info.dqn.weights, info.dqn.valid)
         conservative = self.conservative_weight * gap
         extra = {**loss_info.extra, "conservative_gap": gap.detach()}
-        return loss_info._replace(loss=loss_info.loss + conservative, extra=extra)
+        return LossInfo(
+            loss=loss_info.loss + conservative, extra=extra, priority=loss_info.priority
+        )

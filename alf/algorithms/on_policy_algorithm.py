@@ -307,7 +307,13 @@ class OnPolicyAlgorithm(RLAlgorithm):
         statistics = self.update_statistics(info)
         if not statistics:
             return loss_info
-        return loss_info._replace(extra={**loss_info.extra, **statistics})
+        # A new LossInfo rather than ``_replace``: torch.compile (2.11) cannot rebuild a
+        # NamedTuple that ``_replace`` made inside the compiled loss.
+        return LossInfo(
+            loss=loss_info.loss,
+            extra={**loss_info.extra, **statistics},
+            priority=loss_info.priority,
+        )
 
 
 def summarize_updates(stats: list[dict[str, Any]], num_skipped: int) -> dict[str, Any]:

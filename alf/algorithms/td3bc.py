@@ -87,4 +87,5 @@ class Td3BcAlgorithm(Td3Algorithm):
     def calc_loss(self, info: Td3BcInfo) -> LossInfo:  # type: ignore[override]
         loss_info = super().calc_loss(info.td3)
         bc_error = masked_mean(info.bc_error.detach(), info.td3.valid)
-        return loss_info._replace(extra={**loss_info.extra, "bc_error": bc_error})
+        extra = {**loss_info.extra, "bc_error": bc_error}
+        return LossInfo(loss=loss_info.loss, extra=extra, priority=loss_info.priority)
