@@ -202,7 +202,9 @@ class TrainerConfig:
             update against a 40 s first compile; compiled code is cached on disk
             (``~/.cache/alf/torch_compile``, or ``TORCHINDUCTOR_CACHE_DIR``), so a resumed
             or repeated run compiles in seconds. On a GPU it also uses CUDA graphs
-            (``mode="reduce-overhead"``). Not in data-parallel runs. Collection
+            (``mode="reduce-overhead"``); on an H200 that ran PPO and APPO Pong at
+            0.6-0.85x eager (recompiling on summary iterations and on a short last
+            mini-batch; ``benchmarks/README.md``, "GPU check"). Not in data-parallel runs. Collection
             (``rollout_step``) stays eager: compiled, it was no faster at 16 CartPole
             environments on a CPU and 1.1-1.3x at 64-256
             (``benchmarks/collection/compile_rollout.py``), on a part that is about a
