@@ -259,7 +259,7 @@ def test_iql_weights_are_clipped_advantage_exponentials():
     train_offline_on(algorithm, random_buffer(algorithm))
     exp, _ = algorithm.sample_batch()
     info = algorithm.train_step(exp, (), exp.rollout_info).info
-    log_prob = algorithm.actor_network(exp.observation[0]).log_prob(exp.action[0])
+    log_prob = algorithm.policy(exp.observation[0]).log_prob(exp.action[0])
     weight = torch.where(info.advantage > 0, 7.0, torch.exp(1000.0 * info.advantage))
     torch.testing.assert_close(info.actor_loss, -weight.clamp(max=7.0) * log_prob)
     with torch.no_grad():
@@ -268,13 +268,31 @@ def test_iql_weights_are_clipped_advantage_exponentials():
 
 
 def test_iql_evaluates_the_clipped_mean_and_explores_within_the_bounds():
-    algorithm = _iql()
+    algorithm = _iql(squash_mean=False)
     with torch.no_grad():
         algorithm.actor_network.mean.bias.fill_(5.0)  # a mean beyond the bounds
     obs = torch.randn(BATCH, 3)
     assert bool((algorithm.predict_step(_time_step(obs), ()).output == 2.0).all())
     sampled = algorithm.rollout_step(_time_step(obs), ()).output
     assert bool((sampled.abs() <= 2.0).all())
+
+
+def test_iql_squashes_its_mean_into_the_bounds_and_clamps_its_log_std():
+    algorithm = _iql()  # squash_mean=True, as d3rlpy's IQL
+    with torch.no_grad():
+        algorithm.actor_network.mean.bias.fill_(0.0)
+        algorithm.actor_network.mean.weight.zero_()
+        algorithm.actor_network.std_param.fill_(10.0)  # log-std beyond d3rlpy's 2
+    obs = torch.randn(BATCH, 3)
+    policy = algorithm.policy(obs)
+    torch.testing.assert_close(policy.mean, torch.zeros(BATCH, 2))  # tanh(0) mid-range
+    torch.testing.assert_close(policy.stddev, torch.full((BATCH, 2), math.exp(2.0)))
+    with torch.no_grad():
+        algorithm.actor_network.mean.bias.fill_(50.0)
+    mean = algorithm.predict_step(_time_step(obs), ()).output
+    assert bool((mean <= 2.0).all()) and bool((mean > 1.99).all())
+    # a data action on the bound keeps a finite likelihood (the Normal is not squashed)
+    assert bool(torch.isfinite(algorithm.policy(obs).log_prob(torch.full((BATCH, 2), 2.0))).all())
 
 
 def test_cql_gap_is_an_importance_sampled_logsumexp(monkeypatch):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
+import torch.distributions as td
 import torch.nn as nn
 
 from alf.algorithms.off_policy_algorithm import (
@@ -22,10 +24,14 @@ from alf.config import configurable, invalid_value
 from alf.data_structures import AlgStep, Experience, LossInfo, TimeStep
 from alf.networks import ActorDistributionNetwork, CriticNetwork, ValueNetwork, require_stateless
 from alf.tensor_specs import action_bounds
+from alf.utils.distributions import diag_normal
 from alf.utils.schedules import Schedule
 from alf.utils.target_update import TargetUpdater, make_target
 
 __all__ = ["IqlAlgorithm", "IqlInfo", "expectile_loss"]
+
+
+_MIN_STD, _MAX_STD = math.exp(-5.0), math.exp(2.0)  # d3rlpy's log-std bounds
 
 
 class IqlInfo(NamedTuple):
@@ -59,7 +65,11 @@ class IqlAlgorithm(OffPolicyAlgorithm):
     - twin ``Q_i(s, a)`` fit ``r + gamma * V(s')`` (n-step with ``mini_batch_length > 2``);
     - the actor, a Gaussian with a state-independent standard deviation, maximises the
       log-likelihood of the data's actions weighted by ``exp(beta * (Q_target - V))``,
-      clipped at ``max_weight`` (advantage-weighted regression).
+      clipped at ``max_weight`` (advantage-weighted regression). With ``squash_mean``
+      (the default, as d3rlpy's and CORL's IQL) its mean is the network's output
+      through ``tanh``, scaled to the action bounds, and its log-std is clamped to
+      [-5, 2]; the Normal itself is not squashed, so data actions on the bounds keep a
+      finite likelihood.
 
     The three losses are summed and take one optimizer step (each touches its own
     network only). The target critics follow by Polyak averaging. Evaluation takes the
@@ -85,6 +95,10 @@ class IqlAlgorithm(OffPolicyAlgorithm):
         expectile: ``tau`` of the value loss (0.7 for MuJoCo, 0.9 for AntMaze).
         beta: inverse temperature of the advantage weights (3.0 for MuJoCo).
         max_weight: the advantage weights are clipped at this (100).
+        squash_mean: the actor's mean through ``tanh`` into the action bounds, its log-std
+            clamped to [-5, 2] (see above); False: the raw mean, clipped when acting
+            (on the committed Pendulum dataset d3rlpy scored -319 with such an actor
+            against -138 with its squashed one).
         reward_scale: rewards are multiplied by this (after ``return_range``'s factor).
         return_range: see above; None: no return-based scaling.
         actor_learning_rate: the actor's own learning rate or schedule (e.g. a
@@ -110,6 +124,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
         expectile: float = 0.7,
         beta: float = 3.0,
         max_weight: float = 100.0,
+        squash_mean: bool = True,
         reward_scale: float = 1.0,
         return_range: float | None = 1000.0,
         actor_learning_rate: float | Schedule | None = None,
@@ -149,6 +164,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
         self.expectile = expectile
         self.beta = beta
         self.max_weight = max_weight
+        self.squash_mean = squash_mean
         self.reward_scale = reward_scale
         self.return_range = return_range
         self.data_reward_scale = 1.0
@@ -177,12 +193,23 @@ class IqlAlgorithm(OffPolicyAlgorithm):
     def _clip(self, action: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(action, self._high), self._low)
 
+    def policy(self, observation: Any) -> td.Distribution:
+        """The actor's Gaussian at ``observation`` (its mean squashed into the bounds
+        with ``squash_mean``)."""
+        normal = self.actor_network(observation)
+        if not self.squash_mean:
+            return normal
+        unit = (torch.tanh(normal.mean) + 1.0) / 2.0
+        mean = self._low + unit * (self._high - self._low)
+        std = normal.stddev.clamp(_MIN_STD, _MAX_STD)
+        return diag_normal(mean, std, normal.mean.dim() - 1)
+
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        mean = self.actor_network(time_step.observation).mean
+        mean = self.policy(time_step.observation).mean
         return AlgStep(output=self._clip(mean), state=state)
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
-        action = self.actor_network(time_step.observation).sample()
+        action = self.policy(time_step.observation).sample()
         return AlgStep(output=self._clip(action), state=state)
 
     # ---------------------------------------------------------- training
@@ -199,7 +226,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
         value = self.value_network(observation)
         advantage = value_target - value.detach()
         weight = torch.exp(self.beta * advantage).clamp(max=self.max_weight)
-        log_prob = self.actor_network(observation).log_prob(action)
+        log_prob = self.policy(observation).log_prob(action)
         info = IqlInfo(
             critics=self.critic_network(observation, action),
             target=self._target(exp),
