@@ -317,8 +317,14 @@ class OffPolicyAlgorithm(RLAlgorithm):
     def sample_batch(self) -> tuple[Experience, int]:
         """A ``[mini_batch_length, mini_batch_size]`` batch with ``batch_info``, on
         :attr:`device` and passed through the data transformers, and the number of its
-        leading sequences that came from the online buffer."""
-        batch, info, num_online = self.replay.sample(self.mini_batch_size, self.sample_length)
+        leading sequences that came from the online buffer. A buffer with hindsight
+        relabelling (``ReplayBuffer.hindsight``) anchors its goals at the first row the
+        loss is computed on (after the burn-in and history rows)."""
+        batch, info, num_online = self.replay.sample(
+            self.mini_batch_size,
+            self.sample_length,
+            anchor=self.sample_length - self.mini_batch_length,
+        )
         batch, info = self._to_training_device((batch, info))
         batch = self.data_transformer.transform_experience(batch, update="replay")
         return batch._replace(batch_info=info), num_online

@@ -3,6 +3,7 @@ the fixed episodes of a dataset, and the mix of an online buffer with offline on
 that an off-policy learner draws from."""
 
 from alf.replay_buffers.dataset_buffer import DatasetBuffer
+from alf.replay_buffers.hindsight import GoalRewardFn, HindsightError, HindsightRelabeller
 from alf.replay_buffers.mixed_replay import MixedReplay, OfflineBuffer
 from alf.replay_buffers.replay_buffer import ReplayBuffer
 from alf.replay_buffers.sampler import Sampler
@@ -15,6 +16,9 @@ from alf.replay_buffers.sum_tree import SumTree
 
 __all__ = [
     "DatasetBuffer",
+    "GoalRewardFn",
+    "HindsightError",
+    "HindsightRelabeller",
     "MixedReplay",
     "OfflineBuffer",
     "ReplayBuffer",

@@ -137,7 +137,9 @@ class MixedReplay:
         num_offline = round(self._offline_fraction * batch_size) if self._offline else 0
         return batch_size - num_offline, num_offline
 
-    def sample(self, batch_size: int, batch_length: int) -> tuple[Any, BatchInfo, int]:
+    def sample(
+        self, batch_size: int, batch_length: int, *, anchor: int = 0
+    ) -> tuple[Any, BatchInfo, int]:
         """Samples ``batch_size`` sequences of ``batch_length`` steps, the online ones first.
 
         Draws from torch's default generator, online buffer first, then (with more than
@@ -147,6 +149,8 @@ class MixedReplay:
         Args:
             batch_size: sequences per batch.
             batch_length: steps per sequence.
+            anchor: the first row a loss is computed on (where the online buffer's
+                hindsight relabelling anchors its goals; offline rows are not relabelled).
 
         Returns:
             A time-major ``[batch_length, batch_size]`` nest, its :class:`BatchInfo` (the
@@ -156,7 +160,7 @@ class MixedReplay:
         num_online, num_offline = self.split(batch_size)
         parts, infos = [], []
         if num_online:
-            batch, info = self._online.get_batch(num_online, batch_length)
+            batch, info = self._online.get_batch(num_online, batch_length, anchor=anchor)
             parts.append(batch)
             infos.append(info)
         if num_offline:

@@ -19,6 +19,7 @@ import torch
 from alf import nest
 from alf.config import configurable
 from alf.data_structures import BatchInfo
+from alf.replay_buffers.hindsight import HindsightRelabeller
 from alf.replay_buffers.prioritized_sampler import check_priority_exponent
 from alf.replay_buffers.ring_storage import RingStorage, check_ring_size
 from alf.replay_buffers.sampler import Sampler, make_sampler
@@ -67,6 +68,13 @@ class ReplayBuffer:
             times ``TrainerConfig.num_checkpoints`` on disk. Without it, a resumed run
             starts with an empty buffer (the trainer warns) and updates again once it
             holds ``TrainerConfig.initial_collect_steps`` new steps.
+        hindsight: relabels every sampled batch with goals achieved later in its
+            episodes (:class:`~alf.replay_buffers.hindsight.HindsightRelabeller`, HER;
+            goal-conditioned environments only); None: batches are returned as stored.
+
+    Raises:
+        ReplayBufferError: a size or exponent out of range; ``hindsight`` on data that is
+            not goal-conditioned (:class:`~alf.replay_buffers.hindsight.HindsightError`).
     """
 
     def __init__(
@@ -79,9 +87,13 @@ class ReplayBuffer:
         priority_alpha: float = 0.6,
         priority_beta: float = 0.4,
         enable_checkpoint: bool = False,
+        hindsight: HindsightRelabeller | None = None,
     ) -> None:
         check_ring_size(num_envs=num_envs, max_length=max_length)
         check_priority_exponent("priority_alpha", priority_alpha)
+        if hindsight is not None:
+            hindsight.check_spec(data_spec)
+        self._hindsight = hindsight
         self._storage = RingStorage(data_spec=data_spec, num_envs=num_envs, max_length=max_length)
         self._alpha = float(priority_alpha)
         self.priority_beta = priority_beta
@@ -116,6 +128,11 @@ class ReplayBuffer:
     def sampler(self) -> Sampler:
         """The sampler of sequence starts (uniform or prioritized)."""
         return self._sampler
+
+    @property
+    def hindsight(self) -> HindsightRelabeller | None:
+        """The relabeller of sampled batches (HER), or None."""
+        return self._hindsight
 
     @property
     def priority_beta(self) -> float:
@@ -186,7 +203,12 @@ class ReplayBuffer:
     # ----------------------------------------------------------------- sampling
 
     def get_batch(
-        self, batch_size: int, batch_length: int, generator: torch.Generator | None = None
+        self,
+        batch_size: int,
+        batch_length: int,
+        generator: torch.Generator | None = None,
+        *,
+        anchor: int = 0,
     ) -> tuple[nest.Nest, BatchInfo]:
         """Samples ``batch_size`` sequences of ``batch_length`` consecutive held steps.
 
@@ -205,10 +227,14 @@ class ReplayBuffer:
             batch_size: number of sequences ``B``.
             batch_length: steps per sequence ``T``, in ``[1, max_length]``.
             generator: random generator (torch's default one if None).
+            anchor: with :attr:`hindsight`: the row of each sequence whose transition
+                relabelled goals follow (the first row a loss is computed on), in
+                ``[0, batch_length)``.
 
         Returns:
-            A time-major nest of ``[T, B, ...]`` tensors and a :class:`BatchInfo` with
-            each sequence's env id and absolute start position.
+            A time-major nest of ``[T, B, ...]`` tensors (relabelled, with
+            :attr:`hindsight`) and a :class:`BatchInfo` with each sequence's env id and
+            absolute start position.
 
         Raises:
             ReplayBufferError: on bad sizes, when no environment holds ``batch_length``
@@ -224,6 +250,14 @@ class ReplayBuffer:
             generator=generator,
         )
         data = self._storage.gather(env, start, batch_length)
+        if self._hindsight is not None:
+            if not 0 <= anchor < batch_length:
+                raise ReplayBufferError(
+                    f"anchor must be in [0, batch_length={batch_length}), got {anchor}"
+                )
+            data = self._hindsight.relabel(
+                self._storage, data, env=env, start=start, anchor=anchor, generator=generator
+            )
         return data, BatchInfo(env_ids=env, positions=start, importance_weights=weights)
 
     def update_priority(

@@ -322,6 +322,26 @@ class RingStorage:
         ]
         return nest.pack_sequence_as(self._data_spec, leaves)
 
+    def gather_field(self, path: str, env: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Field ``path`` of the steps ``positions`` of environments ``env``.
+
+        Args:
+            path: a field path as named by :func:`describe_spec`.
+            env: environment indices, of the shape of ``positions``.
+            positions: absolute step numbers of held steps.
+
+        Returns:
+            A tensor of shape ``positions.shape + field shape``.
+
+        Raises:
+            ReplayBufferError: if there is no field ``path``.
+        """
+        if path not in self._paths:
+            raise ReplayBufferError(f"No field {show_field(path)}; fields: {self._paths}")
+        storage = self._flat_storage[self._paths.index(path)]
+        flat = self._env_base[env] + positions % self._max_length
+        return storage.index_select(0, flat.reshape(-1)).view(*flat.shape, *storage.shape[1:])
+
     def gather_all(self) -> nest.Nest:
         """Every held step, oldest first, as a time-major nest ``[T, num_envs, ...]``.
 
