@@ -13,8 +13,9 @@ is configured on ``load`` itself::
 Ids whose namespace needs a package are registered on first use: ``ALE/...`` and the
 classic Atari ids (``PongNoFrameskip-v4``, ...) import ``ale_py`` (the ``[atari]``
 extra), ``dm_control/...`` imports ``shimmy`` (the ``[dmc]`` extra), ``Vizdoom...`` ids
-import ``vizdoom``'s Gymnasium wrapper (the ``[vizdoom]`` extra); ``module:Name-v0``
-imports ``module``.
+import ``vizdoom``'s Gymnasium wrapper (the ``[vizdoom]`` extra), ``Fetch...`` and
+``Hand...`` ids import ``gymnasium_robotics`` (the ``[robotics]`` extra, see
+:mod:`alf.environments.robotics`); ``module:Name-v0`` imports ``module``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import gymnasium as gym
 from alf.config import configurable
 from alf.environments.atari import AtariPreset
 from alf.environments.legacy_gym import make_legacy
+from alf.environments.robotics import import_robotics, is_robotics_id
 from alf.environments.vizdoom import VizdoomPreset
 from alf.errors import UserError, install_hint
 
@@ -69,9 +71,14 @@ _ATARI = _Namespace("ale_py", "atari", "an Atari game (ALE)")
 _DMC = _Namespace("shimmy", "dmc", "a DeepMind Control task (through shimmy)")
 _VIZDOOM = _Namespace("vizdoom.gymnasium_wrapper", "vizdoom", "a VizDoom scenario")
 _MINIGRID = _Namespace("minigrid", "minigrid", "a MiniGrid or BabyAI environment")
+_ROBOTICS = _Namespace(
+    "gymnasium_robotics", "robotics", "a Gymnasium-Robotics goal task (Fetch, Shadow Hand)"
+)
 
 
 def _namespace_of(env_id: str) -> _Namespace | None:
+    if is_robotics_id(env_id):  # (before Atari: FetchReach-v4 looks like a classic game)
+        return _ROBOTICS
     if env_id.startswith("ALE/") or _CLASSIC_ATARI_ID.match(env_id):
         return _ATARI
     if env_id.startswith("dm_control/"):
@@ -90,7 +97,10 @@ def _register_namespace(env_id: str, namespace: _Namespace) -> bool:
         False if the package is missing for an id that need not be in the namespace.
     """
     try:
-        module = importlib.import_module(namespace.module)
+        if namespace is _ROBOTICS:
+            module = import_robotics()
+        else:
+            module = importlib.import_module(namespace.module)
     except ImportError as err:
         if namespace is _ATARI and not env_id.startswith("ALE/"):
             return False  # maybe a typo of a non-Atari id: the close matches will tell
@@ -119,7 +129,7 @@ def resolve_env_id(env_name: str) -> str:
             subclass (or a function returning an environment) defined in ``module``,
             registered here as ``module/Class``; or an id of a namespace registered by
             an extra (``ALE/Pong-v5``, ``PongNoFrameskip-v4``, ``dm_control/cheetah-run-v0``,
-            ``VizdoomBasic-v1``, ``MiniGrid-Empty-5x5-v0``).
+            ``VizdoomBasic-v1``, ``MiniGrid-Empty-5x5-v0``, ``FetchReach-v4``).
 
     Returns:
         The registered id (without the module part).
@@ -137,7 +147,9 @@ def resolve_env_id(env_name: str) -> str:
             env_id = _register_class(module, module_name, env_id)
     namespace = _namespace_of(env_id)
     registered = True
-    if env_id not in gym.registry and namespace is not None:
+    if namespace is not None and (env_id not in gym.registry or namespace is _ROBOTICS):
+        # (Gymnasium-Robotics every time: its MuJoCo fix must be in place however its
+        # ids were registered.)
         registered = _register_namespace(env_id, namespace)
     if env_id not in gym.registry:
         matches = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=5, cutoff=0.6)
