@@ -27,7 +27,7 @@ from alf.environments.env_guard import (
 from alf.errors import AlfError
 from alf.tensor_specs import from_gym_space
 
-__all__ = ["GymnasiumEnvironment"]
+__all__ = ["SUCCESS_KEY", "GymnasiumEnvironment"]
 
 
 def _to_tensor(array: Any, spec: Any) -> torch.Tensor:
@@ -36,10 +36,29 @@ def _to_tensor(array: Any, spec: Any) -> torch.Tensor:
     return tensor if tensor.dtype == spec.dtype else tensor.to(spec.dtype)
 
 
+SUCCESS_KEY = "is_success"
+"""The ``info`` key of a step's success (goal environments), passed on as
+``TimeStep.env_info["is_success"]``."""
+
+
+def _success_info(infos: Any, num_envs: int) -> Any:
+    """``{"is_success": [B] float32}`` from a vector env's ``infos`` (NaN for the
+    environments that gave none), or ``()`` when none did."""
+    if not isinstance(infos, dict) or SUCCESS_KEY not in infos:
+        return ()
+    values = np.asarray(infos[SUCCESS_KEY], dtype=np.float32).reshape(num_envs)
+    given = infos.get("_" + SUCCESS_KEY)
+    if given is not None:
+        values = np.where(np.asarray(given, dtype=bool), values, np.nan).astype(np.float32)
+    return {SUCCESS_KEY: torch.from_numpy(values)}
+
+
 class GymnasiumEnvironment(AlfEnvironment):
     """Wraps a Gymnasium ``VectorEnv`` using the NEXT_STEP autoreset mode.
 
-    Terminated episodes end with discount 0, truncated ones with discount 1. Continuous
+    Terminated episodes end with discount 0, truncated ones with discount 1. A step whose
+    ``info`` has ``is_success`` (goal environments) passes it on as ``env_info =
+    {"is_success": [B] float32}`` (NaN where an environment gave none). Continuous
     actions outside the action space are clipped to it and counted in
     :attr:`num_clipped_actions` (``prev_action`` is the clipped action the environment
     applied); discrete actions outside it raise ``ValueError``.
@@ -207,7 +226,9 @@ class GymnasiumEnvironment(AlfEnvironment):
 
     def step(self, action: Any) -> TimeStep:
         np_action, applied = self._actions(action, self._first_next)
-        obs, reward, terminated, truncated, _ = self._vector_call("step", self._env.step, np_action)
+        obs, reward, terminated, truncated, infos = self._vector_call(
+            "step", self._env.step, np_action
+        )
         if not (self._any_first_next or terminated.any() or truncated.any()):
             # The usual step: every environment is mid-episode (no masks needed).
             first, last = self._no_env, self._no_env
@@ -250,6 +271,7 @@ class GymnasiumEnvironment(AlfEnvironment):
             observation=observation,
             prev_action=prev_action,
             env_id=self._env_id,
+            env_info=_success_info(infos, self._num_envs),
         )
 
     def _checked(

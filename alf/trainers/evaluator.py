@@ -11,7 +11,7 @@ from absl import logging
 from alf.algorithms.policy import Policy, PolicyState
 from alf.data_structures import TimeStep
 from alf.environments.alf_environment import AlfEnvironment
-from alf.unrollers.episode_tracker import EpisodeTracker
+from alf.unrollers.episode_tracker import EpisodeTracker, success_rate
 
 __all__ = ["DEFAULT_MAX_EVAL_EPISODE_STEPS", "EvalResult", "Evaluator"]
 
@@ -25,13 +25,16 @@ its own (``TrainerConfig.max_eval_episode_steps``, ``play --max_episode_steps``)
 class EvalResult:
     """Returns and lengths of the evaluated episodes; ``cut[i]``: episode ``i`` was cut
     at the step cap ``max_episode_steps`` (its return is partial); ``env_ids[i]``: the
-    batch row that played it (in a multi-agent game, ``env_id mod A`` is its agent)."""
+    batch row that played it (in a multi-agent game, ``env_id mod A`` is its agent);
+    ``successes[i]``: ``info["is_success"]`` at episode ``i``'s last step (goal
+    environments; NaN where the environment reports none, or the episode was cut)."""
 
     returns: list[float]
     lengths: list[int]
     cut: list[bool] = field(default_factory=list)
     max_episode_steps: int | None = None
     env_ids: list[int] = field(default_factory=list)
+    successes: list[float] = field(default_factory=list)
 
     def average_return_by_group(self, groups: tuple[str, ...]) -> dict[str, float]:
         """The mean return of each group of rows: row ``r`` is in ``groups[r mod
@@ -55,6 +58,11 @@ class EvalResult:
     def average_episode_length(self) -> float:
         """Mean episode length."""
         return sum(self.lengths) / len(self.lengths)
+
+    @property
+    def success_rate(self) -> float | None:
+        """The mean success of the episodes that report one (None if none does)."""
+        return success_rate(self.successes)
 
 
 class Evaluator:
@@ -151,15 +159,17 @@ class Evaluator:
                 tracker.completed_env_ids,
                 tracker.completed_returns,
                 tracker.completed_lengths,
+                tracker.completed_successes,
                 strict=True,
             )
-            for env_id, ret, length in completed:
+            for env_id, ret, length, success in completed:
                 if not waiting[env_id] and done[env_id] < quota[env_id]:
                     done[env_id] += 1
                     result.returns.append(ret)
                     result.lengths.append(length)
                     result.cut.append(False)
                     result.env_ids.append(int(env_id))
+                    result.successes.append(success)
             tracker.pop_completed()
             # (An episode that ended on this step is complete, whatever its length.)
             playing = ~waiting & (done < quota) & ~time_step.is_last().numpy()
@@ -170,6 +180,7 @@ class Evaluator:
                 result.lengths.append(int(tracker.current_lengths[env_id]))
                 result.cut.append(True)
                 result.env_ids.append(int(env_id))
+                result.successes.append(float("nan"))
             if len(result.returns) >= self.num_episodes:
                 break
             if waiting.any() and not (~waiting & (done < quota)).any():

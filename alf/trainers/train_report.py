@@ -99,15 +99,20 @@ def _eval_scalars(result: EvalResult, prefix: str = "") -> dict[str, float]:
         # Only when some were cut (TrainerConfig.max_eval_episode_steps).
         **({"cut_episodes": result.num_cut_episodes} if result.num_cut_episodes else {}),
     }
+    if result.success_rate is not None:  # goal environments: info["is_success"]
+        scalars["success_rate"] = result.success_rate
     return {prefix + name: value for name, value in scalars.items()}
 
 
 def _episodes(result: EvalResult) -> dict[str, list]:
-    return {
+    episodes = {
         "returns": [float(r) for r in result.returns],
         "lengths": [int(n) for n in result.lengths],
         "cut": [bool(c) for c in result.cut],
     }
+    if result.success_rate is not None:  # NaN (unknown) as None: valid JSON
+        episodes["successes"] = [None if s != s else float(s) for s in result.successes]
+    return episodes
 
 
 _NO_OTHERS: Mapping[str, EvalResult] = MappingProxyType({})
@@ -150,12 +155,14 @@ def write_eval_summary(
     if others:
         record["policies"] = {name: _episodes(other) for name, other in others.items()}
     summary.write_episodes(record)
+    rate = result.success_rate
     logging.info(
-        "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes",
+        "Evaluation at iteration %d (%d env steps): average return %.2f over %d episodes%s",
         counters["iteration"],
         counters["env_steps"],
         result.average_return,
         len(result.returns),
+        "" if rate is None else f", success rate {rate:.2f}",
     )
 
 

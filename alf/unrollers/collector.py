@@ -158,3 +158,10 @@ class UnrollingCollector(Collector):
     def pop_episodes(self) -> CompletedEpisodes:
         """Returns, lengths and env ids of the episodes completed since the last call."""
         return self.episodes.pop_completed()
+
+    def stats(self) -> dict[str, float]:
+        """``success_rate``: the mean ``info["is_success"]`` of the last 100 finished
+        episodes of goal environments (:attr:`EpisodeTracker.success_rate`); nothing for
+        environments that report none."""
+        rate = getattr(self.episodes, "success_rate", None)
+        return {} if rate is None else {"success_rate": rate}

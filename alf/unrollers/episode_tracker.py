@@ -1,14 +1,37 @@
-"""Episode returns and lengths, computed from the stream of time steps."""
+"""Episode returns, lengths and successes, computed from the stream of time steps."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import collections
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from alf.data_structures import StepType, TimeStep
 
-__all__ = ["CompletedEpisodes", "EpisodeTracker"]
+__all__ = ["SUCCESS_KEY", "SUCCESS_WINDOW", "CompletedEpisodes", "EpisodeTracker", "success_rate"]
+
+SUCCESS_KEY = "is_success"
+"""The ``TimeStep.env_info`` key of a step's success (``info["is_success"]`` of goal
+environments, passed on by the ``sync`` backend)."""
+
+SUCCESS_WINDOW = 100
+"""Finished episodes :attr:`EpisodeTracker.success_rate` is measured over."""
+
+
+def success_rate(successes: Iterable[float]) -> float | None:
+    """The mean of the known (not NaN) successes, or None if none is known."""
+    known = [s for s in successes if s == s]
+    return sum(known) / len(known) if known else None
+
+
+def _step_success(time_step: TimeStep) -> Any:
+    """The ``[B]`` successes of a time step's ``env_info`` (None without any)."""
+    info = time_step.env_info
+    if isinstance(info, dict) and SUCCESS_KEY in info:
+        return np.asarray(info[SUCCESS_KEY], dtype=np.float64)
+    return None
 
 
 class CompletedEpisodes(NamedTuple):
@@ -33,7 +56,10 @@ class EpisodeTracker:
     has length ``k``), and its return sums the rewards of the steps after FIRST. A row
     may stay LAST for several steps (an idle row: an agent that left a multi-agent game
     before the game ended, see :mod:`alf.environments.pettingzoo_environment`); its
-    episode is counted once, at its first LAST step.
+    episode is counted once, at its first LAST step. Its success is the
+    ``env_info["is_success"]`` of that step (goal environments; NaN when the time step
+    has none): :attr:`completed_successes` beside the other lists, and
+    :attr:`success_rate` over the last :data:`SUCCESS_WINDOW` known ones.
 
     Args:
         batch_size: number of environments.
@@ -45,6 +71,8 @@ class EpisodeTracker:
         self.completed_returns: list[float] = []
         self.completed_lengths: list[int] = []
         self.completed_env_ids: list[int] = []
+        self.completed_successes: list[float] = []
+        self._recent_successes: collections.deque[float] = collections.deque(maxlen=SUCCESS_WINDOW)
         self._ended = np.zeros(batch_size, dtype=bool)  # rows at LAST (idle until FIRST)
         self._any_ended = False
 
@@ -70,9 +98,25 @@ class EpisodeTracker:
             self.completed_returns += self._returns[ids].tolist()
             self.completed_lengths += self._lengths[ids].tolist()
             self.completed_env_ids += ids.tolist()
+            self._record_successes(time_step, ids)
             self._ended |= last
         if any_first or self._any_ended or last.any():
             self._any_ended = bool(self._ended.any())
+
+    def _record_successes(self, time_step: TimeStep, ids: np.ndarray) -> None:
+        success = _step_success(time_step)
+        if success is None:
+            self.completed_successes += [float("nan")] * len(ids)
+            return
+        values = success[ids].tolist()
+        self.completed_successes += values
+        self._recent_successes.extend(v for v in values if v == v)
+
+    @property
+    def success_rate(self) -> float | None:
+        """The mean success of the last :data:`SUCCESS_WINDOW` finished episodes whose
+        environment reported one (None before any did)."""
+        return success_rate(self._recent_successes)
 
     @property
     def current_returns(self) -> np.ndarray:
@@ -94,4 +138,5 @@ class EpisodeTracker:
             self.completed_returns, self.completed_lengths, self.completed_env_ids
         )
         self.completed_returns, self.completed_lengths, self.completed_env_ids = [], [], []
+        self.completed_successes = []
         return episodes
