@@ -16,11 +16,13 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "fmt_seconds",
     "format_table",
     "write_report",
+    "uptime",
+    "run_logged",
 ]
 
 RESULT_MARKER = "@@BENCHMARK_RESULT@@ "
@@ -52,8 +56,9 @@ def emit_result(result: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def run_worker(argv: Sequence[str], *, timeout_s: float | None = None,
-               verbose: bool = False) -> dict[str, Any]:
+def run_worker(
+    argv: Sequence[str], *, timeout_s: float | None = None, verbose: bool = False
+) -> dict[str, Any]:
     """Runs ``python argv...`` in a subprocess and returns the JSON it emitted.
 
     Args:
@@ -79,7 +84,7 @@ def run_worker(argv: Sequence[str], *, timeout_s: float | None = None,
         raise WorkerError(f"worker timed out after {timeout_s}s: {' '.join(cmd)}") from err
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_MARKER) and proc.returncode == 0:
-            return json.loads(line[len(RESULT_MARKER):])
+            return json.loads(line[len(RESULT_MARKER) :])
     tail = "\n".join((proc.stdout + "\n" + (proc.stderr or "")).strip().splitlines()[-40:])
     raise WorkerError(
         f"worker exited with status {proc.returncode} without a result: {' '.join(cmd)}\n"
@@ -143,8 +148,9 @@ def median(values: Sequence[float]) -> float:
     return (low + high) / 2
 
 
-def first_reaching(evals: Sequence[dict[str, Any]], threshold: float,
-                   key: str = "average_return") -> dict[str, Any] | None:
+def first_reaching(
+    evals: Sequence[dict[str, Any]], threshold: float, key: str = "average_return"
+) -> dict[str, Any] | None:
     """The first evaluation record whose ``key`` is >= ``threshold``, or None."""
     for record in evals:
         if record[key] >= threshold:
@@ -193,3 +199,51 @@ def write_report(results: dict[str, Any], text: str, json_path: str | None) -> N
         with open(json_path, "w") as f:
             json.dump(results, f, indent=2)
         print(f"raw numbers written to {json_path}")
+
+
+def uptime() -> str:
+    """The ``uptime`` line (the load averages), printed beside every measurement."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "uptime unavailable"
+
+
+def run_logged(
+    cmd: Sequence[str],
+    *,
+    log: Path,
+    cwd: Path,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+) -> tuple[int, float]:
+    """Runs ``cmd`` in a session of its own, its output into ``log``, with one thread per
+    numeric library (plus ``env``); returns the exit status and wall seconds. After
+    ``timeout_s`` the whole process group gets SIGINT (a run checkpoints and stops), 60 s
+    later SIGKILL; at the end the group is killed anyway, so no worker outlives it."""
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **(env or {}))
+    start = time.monotonic()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            list(cmd),
+            cwd=cwd,
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                rc = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                rc = -9
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    return rc, time.monotonic() - start

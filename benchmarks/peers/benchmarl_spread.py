@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.abspath(os.path.join(__file__, "..", "..", "..")))  # the repo root
-from benchmarks.common import format_table, machine_info  # noqa: E402
+from benchmarks.common import format_table, machine_info, uptime  # noqa: E402
 
 DEFAULT_VENV = "/work/peer_venvs/benchmarl"
 TORCH = "torch==2.13.0"
@@ -98,10 +98,6 @@ EPOCHS = 10
 MINIBATCH_FRAMES = 134  # 402 agent-steps; ceil(400 / 134) = 3 mini-batches per epoch
 LEARNING_RATE = 7e-4
 EVAL_GAMES = 32  # ALF: 96 agent-episodes = 32 games
-
-
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
 # --------------------------------------------------------------------------- venv
@@ -395,7 +391,7 @@ def main() -> None:
     summaries = []
     for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:
         run_dir = Path(args.out) / f"seed-{seed}"
-        print(f"seed {seed}: uptime before: {_uptime()}", flush=True)
+        print(f"seed {seed}: uptime before: {uptime()}", flush=True)
         subprocess.run(
             [
                 python,
@@ -413,7 +409,7 @@ def main() -> None:
             env=env,
             check=True,
         )
-        print(f"seed {seed}: uptime after:  {_uptime()}", flush=True)
+        print(f"seed {seed}: uptime after:  {uptime()}", flush=True)
         summaries.append(_summary(run_dir))
     print()
     print(

@@ -38,7 +38,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -47,7 +46,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.abspath(os.path.join(__file__, "..", "..", "..")))  # the repo root
-from benchmarks.common import fmt_num, fmt_seconds, format_table, machine_info  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    fmt_num,
+    fmt_seconds,
+    format_table,
+    machine_info,
+    run_logged,
+    uptime,
+)
+
+SF_ENV = {"SDL_VIDEODRIVER": "dummy"}  # both frameworks' runs: VizDoom headless
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "alf" / "examples"
@@ -183,32 +191,6 @@ def ensure_sf_venv(venv: Path) -> Path:
     return python
 
 
-def _run(cmd: list[str], log: Path, cwd: Path, timeout_s: float) -> tuple[int, float]:
-    """Runs ``cmd`` in a session of its own (its whole process group is killed at the
-    end, so no worker outlives it); returns the exit status and wall seconds."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", SDL_VIDEODRIVER="dummy")
-    start = time.monotonic()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                rc = proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                rc = -9
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-    return rc, time.monotonic() - start
-
-
 def run_sf(bench: Bench, python: Path, seed: int, frames: int, out: Path, timeout_s: float):
     """One Sample Factory run; its frames/s and time to the score from its log."""
     work = Path(tempfile.mkdtemp(prefix="sf_", dir=out))
@@ -225,7 +207,7 @@ def run_sf(bench: Bench, python: Path, seed: int, frames: int, out: Path, timeou
         *bench.sf_args,
     ]
     log = out / f"sf_{bench.sf_env}_seed{seed}.log"
-    rc, wall = _run(cmd, log, work, timeout_s)
+    rc, wall = run_logged(cmd, log=log, cwd=work, timeout_s=timeout_s, env=SF_ENV)
     frames_done, points = parse_sf_log(log.read_text(errors="replace"), bench.sf_reward_scale)
     shutil.rmtree(work, ignore_errors=True)
     return _summary("sample_factory", rc, wall, frames_done, points, bench.score, log)
@@ -271,7 +253,7 @@ def run_alf(bench: Bench, seed: int, frames: int, out: Path, timeout_s: float):
     ]
     work = Path(tempfile.mkdtemp(prefix="alf_", dir=out))
     log = out / f"alf_{Path(bench.alf_conf).stem}_seed{seed}.log"
-    rc, wall = _run(cmd, log, work, timeout_s)
+    rc, wall = run_logged(cmd, log=log, cwd=work, timeout_s=timeout_s, env=SF_ENV)
     shutil.rmtree(work, ignore_errors=True)
     points = []
     steps = 0
@@ -302,13 +284,6 @@ def _summary(framework, rc, wall, frames, points, score, log) -> dict[str, Any]:
     }
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "uptime unavailable"
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", default="doom_basic", help=f"comma list of {list(BENCHES)}")
@@ -330,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
     python = ensure_sf_venv(Path(args.sf_venv).expanduser())
     results: dict[str, Any] = {
         "machine": machine_info(),
-        "uptime_start": _uptime(),
+        "uptime_start": uptime(),
         "network": args.network,
         "runs": [],
     }
@@ -344,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
                     result = run_sf(bench, python, seed, args.frames, out, args.timeout_s)
                 else:
                     result = run_alf(bench, seed, args.frames, out, args.timeout_s)
-                result.update(env=name, seed=seed, uptime_after=_uptime())
+                result.update(env=name, seed=seed, uptime_after=uptime())
                 results["runs"].append(result)
                 print(
                     f"{name} seed {seed} {result['framework']}: rc {result['returncode']}, "
@@ -352,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
                     f"{fmt_seconds(result['time_to_score_s'])} | {result['uptime_after']}",
                     flush=True,
                 )
-    results["uptime_end"] = _uptime()
+    results["uptime_end"] = uptime()
     rows = [
         [
             f"{r['env']} s{r['seed']} {r['framework']}",
