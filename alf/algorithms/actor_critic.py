@@ -16,6 +16,8 @@ from alf.algorithms.actor_critic_networks import (
     SharedTorso,
     make_actor_critic_networks,
 )
+from alf.algorithms.intrinsic import IntrinsicCritic, IntrinsicReward
+from alf.algorithms.intrinsic.critic import Estimator
 from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.config import configurable
 from alf.data_structures import AlgStep, Experience, LossInfo, StepType, TimeStep
@@ -32,13 +34,22 @@ __all__ = [
 ]
 
 
+def _squared_error(value: torch.Tensor, returns: torch.Tensor, _old: torch.Tensor) -> torch.Tensor:
+    """A2C's per-step value loss (the old value is unused)."""
+    return (value - returns) ** 2
+
+
 class ActorCriticRolloutInfo(NamedTuple):
-    """Kept for every collected step; after preprocessing also advantages and returns."""
+    """Kept for every collected step; after preprocessing also advantages and returns
+    (and, with an intrinsic reward, its
+    :class:`~alf.algorithms.intrinsic.IntrinsicTargets`; ``advantage`` is then the
+    combined one)."""
 
     log_prob: torch.Tensor
     value: torch.Tensor
     advantage: Any = ()
     returns: Any = ()
+    intrinsic: Any = ()
 
 
 class ActorCriticTrainInfo(NamedTuple):
@@ -48,6 +59,7 @@ class ActorCriticTrainInfo(NamedTuple):
     entropy: torch.Tensor
     value: torch.Tensor
     rollout: ActorCriticRolloutInfo
+    intrinsic: Any = ()
 
 
 @configurable
@@ -69,6 +81,13 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     torso. Its state (with LSTM layers) is the predict, rollout and train state. Which
     of the two is used is decided once, here
     (:mod:`~alf.algorithms.actor_critic_networks`).
+
+    With ``intrinsic_reward_ctor`` (e.g. :class:`~alf.algorithms.intrinsic.RNDReward`)
+    the algorithm holds an :class:`~alf.algorithms.intrinsic.IntrinsicCritic`
+    (``intrinsic``): the bonus, computed on the learner for each trajectory, has its own
+    value head and discount and non-episodic returns, and the policy is trained on
+    ``ext_coef * A_ext + int_coef * A_int``; the bonus's models train in the same
+    updates. Summaries ``intrinsic/...``. Collection is unchanged.
 
     Args:
         observation_spec: nest of specs of one observation.
@@ -99,6 +118,11 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
             :meth:`~alf.networks.fused_actor_value.FusedActorValue.sample`): about twice
             as fast at collection's batch sizes, the same draws up to float rounding.
             False computes them with torch.
+        intrinsic_reward_ctor: None (the default): no intrinsic reward. Given, builds
+            the :class:`~alf.algorithms.intrinsic.IntrinsicReward` from
+            ``observation_spec`` and ``action_spec``.
+        intrinsic_value_network_ctor: builds the intrinsic value head (a stateless
+            network, from ``input_spec``) when there is an intrinsic reward.
         **kwargs: optimizer, learning rate and gradient clipping (:class:`Algorithm`).
     """
 
@@ -120,6 +144,8 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         mini_batch_size: int | None = None,
         fused_rollout: bool = True,
         numpy_rollout: bool = True,
+        intrinsic_reward_ctor: Callable[..., IntrinsicReward] | None = None,
+        intrinsic_value_network_ctor: Callable[..., torch.nn.Module] = ValueNetwork,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -146,6 +172,15 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         self.entropy_coef = entropy_coef
         self.normalize_advantages = normalize_advantages
         self.reward_scale = reward_scale
+        self.intrinsic: IntrinsicCritic | None = None
+        if intrinsic_reward_ctor is not None:
+            self.intrinsic = IntrinsicCritic(
+                reward=intrinsic_reward_ctor(
+                    observation_spec=observation_spec, action_spec=action_spec
+                ),
+                value_network=intrinsic_value_network_ctor(input_spec=observation_spec),
+                owner=type(self).__name__,
+            )
 
     @property
     def shared_torso(self) -> bool:
@@ -223,24 +258,49 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         )
         head = nest.map_structure(lambda t: t[:-1], exp._replace(rollout_info=()))
         return head._replace(
-            rollout_info=info._replace(
-                log_prob=info.log_prob[:-1],
-                value=info.value[:-1],
-                advantage=advantages,
-                returns=returns,
+            rollout_info=self.with_intrinsic(
+                exp,
+                info._replace(
+                    log_prob=info.log_prob[:-1],
+                    value=info.value[:-1],
+                    advantage=advantages,
+                    returns=returns,
+                ),
+                self._gae,
             )
         )
+
+    def _gae(self, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return generalized_advantage_estimation(td_lambda=self.gae_lambda, **kwargs)
+
+    def with_intrinsic(
+        self, exp: Experience, info: ActorCriticRolloutInfo, estimator: Estimator
+    ) -> ActorCriticRolloutInfo:
+        """``info`` (of the first ``T`` rows of the ``[T+1, B]`` ``exp``) with the
+        intrinsic targets and the combined advantage, computed with ``estimator`` (see
+        :class:`~alf.algorithms.intrinsic.IntrinsicCritic`); ``info`` itself without an
+        intrinsic reward."""
+        if self.intrinsic is None:
+            return info
+        advantage, targets = self.intrinsic.targets(exp, info.advantage, estimator)
+        return info._replace(advantage=advantage, intrinsic=targets)
 
     def train_step(self, exp: Experience, state: Any, rollout_info: Any) -> AlgStep:
         """Recomputes the log-probabilities, entropies and values of ``exp``'s steps with
         gradients. Stateless networks: any batch of steps. Recurrent ones: one time step
         of ``[B]`` rows and its state; returns the new state."""
         dist, value, state = self._networks.evaluate(exp.observation, state)
+        intrinsic: Any = ()
+        if self.intrinsic is not None:
+            intrinsic = self.intrinsic.train_info(
+                exp.observation, exp.action, rollout_info.intrinsic
+            )
         info = ActorCriticTrainInfo(
             log_prob=dist.log_prob(exp.action),
             entropy=dist.entropy(),
             value=value,
             rollout=rollout_info,
+            intrinsic=intrinsic,
         )
         return AlgStep(output=(), state=state, info=info)
 
@@ -257,11 +317,17 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         outer = first.shape
         dist, value, state = self._networks.unroll(exp.observation, state, first)
         action = nest.map_structure(lambda x: x.reshape(-1, *x.shape[2:]), exp.action)
+        intrinsic: Any = ()
+        if self.intrinsic is not None:
+            intrinsic = self.intrinsic.train_sequence_info(
+                exp.observation, exp.action, exp.rollout_info.intrinsic
+            )
         info = ActorCriticTrainInfo(
             log_prob=dist.log_prob(action).reshape(outer),
             entropy=dist.entropy().reshape(outer),
             value=value.reshape(outer),
             rollout=exp.rollout_info,
+            intrinsic=intrinsic,
         )
         return AlgStep(output=(), state=state, info=info)
 
@@ -283,7 +349,38 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         if entropy is not None:
             loss = loss - self.entropy_coef * entropy
         extra = self.loss_terms(info, pg_loss=pg_loss, value_loss=value_loss, entropy=entropy)
+        loss = self.add_intrinsic_loss(info, loss, extra, _squared_error)
         return LossInfo(loss=loss, extra=extra)
+
+    def add_intrinsic_loss(
+        self,
+        info: ActorCriticTrainInfo,
+        loss: torch.Tensor,
+        extra: dict[str, torch.Tensor],
+        value_loss: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        """``loss`` plus the intrinsic value head's loss (``value_loss_coef`` times the
+        mean of the per-step ``value_loss(value, returns, old_value)``) and the intrinsic
+        reward's losses, their terms added to ``extra``; ``loss`` itself without an
+        intrinsic reward."""
+        if self.intrinsic is None or not isinstance(info.intrinsic, tuple) or not info.intrinsic:
+            return loss
+        added, terms = self.intrinsic.loss(
+            info.intrinsic,
+            info.rollout.intrinsic,
+            value_loss=value_loss,
+            value_loss_coef=self.value_loss_coef,
+        )
+        extra.update(terms)
+        return loss + added
+
+    def trajectory_statistics(self, exp: Experience, valid: torch.Tensor) -> dict[str, Any]:
+        """The intrinsic reward's statistics of the trajectory (``intrinsic/...``: the
+        bonus's mean and max, raw and normalised, the std it was divided by, the mean
+        intrinsic value); none without one."""
+        if self.intrinsic is None:
+            return {}
+        return dict(self.intrinsic.statistics)
 
     def mean_entropy(self, info: ActorCriticTrainInfo) -> torch.Tensor | None:
         """The mini-batch's mean entropy, with gradient, for the entropy bonus of the loss;

@@ -22,6 +22,7 @@ from alf.algorithms.actor_critic import (
     ActorCriticTrainInfo,
 )
 from alf.algorithms.clipped_surrogate import ClippedSurrogate
+from alf.algorithms.intrinsic.critic import Estimator
 from alf.config import configurable, invalid_value
 from alf.data_structures import Experience, LossInfo
 from alf.utils.schedules import Schedule
@@ -202,14 +203,28 @@ class AppoAlgorithm(ActorCriticAlgorithm):
                 "vtrace_mean_abs_log_rho": valid_log_rhos.abs().mean(),
             }
         head = nest.map_structure(lambda t: t[:-1], exp._replace(rollout_info=()))
-        return head._replace(
-            rollout_info=info._replace(
-                log_prob=info.log_prob[:-1],
-                value=value[:-1],
-                advantage=advantages,
-                returns=returns,
-            )
+        rollout_info = info._replace(
+            log_prob=info.log_prob[:-1], value=value[:-1], advantage=advantages, returns=returns
         )
+        return head._replace(
+            rollout_info=self.with_intrinsic(exp, rollout_info, self._vtrace_estimator(log_rhos))
+        )
+
+    def _vtrace_estimator(self, log_rhos: torch.Tensor) -> Estimator:
+        """V-trace with this trajectory's ratios, as an intrinsic-return estimator."""
+
+        def estimate(**kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            vs, advantages = vtrace(
+                log_rhos=log_rhos,
+                td_lambda=self.gae_lambda,
+                clip_rho=self.clip_rho,
+                clip_c=self.clip_c,
+                clip_pg_rho=self.clip_pg_rho,
+                **kwargs,
+            )
+            return advantages, vs
+
+        return estimate
 
     def train_from_unroll(self, exp: Experience) -> dict[str, Any]:
         stats = super().train_from_unroll(exp)
@@ -246,6 +261,7 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         if entropy is not None:
             loss = loss - self.entropy_coef * entropy
         extra = self.loss_terms(info, pg_loss=pg_loss, value_loss=value_loss, entropy=entropy)
+        loss = self.add_intrinsic_loss(info, loss, extra, objective.value_loss)
         if self.record_statistics:
             extra["clip_fraction"] = objective.clip_fraction(info.log_prob, rollout.log_prob)
         extra["mean_rho"] = torch.exp(info.log_prob.detach() - rollout.log_prob).mean()
@@ -260,4 +276,5 @@ class AppoAlgorithm(ActorCriticAlgorithm):
     def trajectory_statistics(self, exp: Experience, valid: torch.Tensor) -> dict[str, Any]:
         """``explained_variance`` of ``vs`` by the recomputed values."""
         info = exp.rollout_info
-        return self.objective.trajectory_statistics(info.value, info.returns, valid)
+        stats = super().trajectory_statistics(exp, valid)
+        return {**stats, **self.objective.trajectory_statistics(info.value, info.returns, valid)}

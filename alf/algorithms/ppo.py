@@ -122,6 +122,7 @@ class PPOAlgorithm(ActorCriticAlgorithm):
         if entropy is not None:
             loss = loss - self.entropy_coef * entropy
         extra = self.loss_terms(info, pg_loss=pg_loss, value_loss=value_loss, entropy=entropy)
+        loss = self.add_intrinsic_loss(info, loss, extra, objective.value_loss)
         if self.record_statistics:
             extra["clip_fraction"] = objective.clip_fraction(info.log_prob, rollout.log_prob)
         return LossInfo(loss=loss, extra=extra)
@@ -135,7 +136,8 @@ class PPOAlgorithm(ActorCriticAlgorithm):
     def trajectory_statistics(self, exp: Experience, valid: torch.Tensor) -> dict[str, Any]:
         """``explained_variance`` of the values predicted during collection."""
         info = exp.rollout_info
-        return self.objective.trajectory_statistics(info.value, info.returns, valid)
+        stats = super().trajectory_statistics(exp, valid)
+        return {**stats, **self.objective.trajectory_statistics(info.value, info.returns, valid)}
 
     def stop_epochs(self, loss_info: LossInfo) -> bool:
         """Whether the mini-batch's ``approx_kl`` exceeds ``target_kl`` (never when it

@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 
 from alf import nest
+from alf.algorithms.intrinsic import IntrinsicReward, IntrinsicRewardError
 from alf.algorithms.off_policy_algorithm import (
     OffPolicyAlgorithm,
     bootstrap_observations,
@@ -52,6 +53,7 @@ class SacInfo(NamedTuple):
     log_pi: torch.Tensor
     valid: torch.Tensor
     weights: torch.Tensor
+    intrinsic: Any = ()
 
 
 @configurable
@@ -82,6 +84,13 @@ class SacAlgorithm(OffPolicyAlgorithm):
     encoder runs along the whole sequence from the stored state). The critic loss trains
     the encoder; the actor sees its features detached.
 
+    With ``intrinsic_reward_ctor`` (e.g. :class:`~alf.algorithms.intrinsic.RNDReward`)
+    every sampled batch's rewards get the bonus of its transitions (times the reward's
+    ``int_coef``, divided by the running std of the bonus; 0 after a LAST step) before
+    the targets are computed, and the bonus's models are trained in the same update
+    (their losses added to SAC's). The bonus shares SAC's discount and its episodes
+    (no separate intrinsic critic). Not with ``encoder_ctor``.
+
     Args:
         observation_spec: nest of specs of one observation.
         action_spec: spec of one action.
@@ -101,6 +110,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
         encoder_ctor: None, or builds the shared (recurrent) observation encoder from
             ``input_spec`` (see above); it must have ``output_size``, ``state_spec``,
             ``step`` and ``unroll`` (as :class:`~alf.networks.EncodingNetwork` has).
+        intrinsic_reward_ctor: None (the default): no intrinsic reward. Given, builds
+            the :class:`~alf.algorithms.intrinsic.IntrinsicReward` from
+            ``observation_spec`` and ``action_spec`` (see above).
         **kwargs: :class:`OffPolicyAlgorithm` (mini-batches, replay buffer) and
             :class:`Algorithm` (optimizer, learning rate) arguments.
     """
@@ -125,6 +137,7 @@ class SacAlgorithm(OffPolicyAlgorithm):
         target_update_tau: float = 0.005,
         target_update_period: int = 1,
         encoder_ctor: Callable[..., nn.Module] | None = None,
+        intrinsic_reward_ctor: Callable[..., IntrinsicReward] | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(action_spec, BoundedTensorSpec) or (
@@ -174,6 +187,16 @@ class SacAlgorithm(OffPolicyAlgorithm):
         self.target_entropy = default_entropy if target_entropy is None else target_entropy
         self.gamma = gamma
         self.reward_scale = reward_scale
+        self.intrinsic: IntrinsicReward | None = None
+        if intrinsic_reward_ctor is not None:
+            if encoder_ctor is not None:
+                raise IntrinsicRewardError(
+                    f"{type(self).__name__}.intrinsic_reward_ctor is not supported with "
+                    "encoder_ctor (recurrent SAC); leave one of them unset"
+                )
+            self.intrinsic = intrinsic_reward_ctor(
+                observation_spec=observation_spec, action_spec=action_spec
+            )
         encoders = [] if self.encoder is None else [self.encoder]
         target_encoders = [] if self.target_encoder is None else [self.target_encoder]
         self._update_targets = TargetUpdater(
@@ -254,6 +277,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
         alpha = self.log_alpha.detach().exp()
         if self.encoder is not None:
             return self._train_encoded_sequence(exp, state, alpha)
+        intrinsic: Any = ()
+        if self.intrinsic is not None:
+            exp, intrinsic = self._with_intrinsic_reward(exp)
         target = self._target(exp, alpha)
         obs = nest.map_structure(lambda x: x[0], exp.observation)
         critics, actor_loss, log_pi = self._transition_losses(obs, obs, exp.action[0], alpha)
@@ -264,8 +290,34 @@ class SacAlgorithm(OffPolicyAlgorithm):
             log_pi=log_pi,
             valid=valid_transitions(exp),
             weights=exp.batch_info.importance_weights,
+            intrinsic=intrinsic,
         )
         return AlgStep(state=state, info=info)
+
+    def _with_intrinsic_reward(self, exp: Experience) -> tuple[Experience, Any]:
+        """The sampled ``[n+1, B]`` batch with the bonus of its transitions added to its
+        rewards, and the bonus's per-row losses (of row 0's transitions) and statistics."""
+        reward = self.intrinsic
+        assert reward is not None
+        steps, batch = exp.step_type.shape[0] - 1, exp.step_type.shape[1]
+
+        def rows(x: torch.Tensor, first: int) -> torch.Tensor:
+            return x[first : first + steps].reshape(steps * batch, *x.shape[2:])
+
+        with torch.no_grad():
+            reward.observe(nest.map_structure(lambda x: rows(x, 0), exp.observation))
+            raw = reward.bonus(
+                nest.map_structure(lambda x: rows(x, 0), exp.observation),
+                rows(exp.action, 0),
+                nest.map_structure(lambda x: rows(x, 1), exp.observation),
+            ).reshape(steps, batch)
+            raw = raw * (exp.step_type[:-1] != StepType.LAST).to(raw.dtype)
+            bonus = reward.batch_bonus(raw)
+        rewards = exp.reward + reward.int_coef * torch.cat([torch.zeros_like(bonus[:1]), bonus])
+        inputs = nest.map_structure(lambda x: x[0], reward.training_inputs(exp))
+        first = nest.map_structure(lambda x: x[0], exp.observation)
+        losses = reward.losses(first, exp.action[0], inputs)
+        return exp._replace(reward=rewards), (losses, reward.bonus_statistics(raw, bonus))
 
     def _train_encoded_sequence(self, exp: Experience, state: Any, alpha: torch.Tensor) -> AlgStep:
         """The recurrent ``train_step``: ``exp`` is ``[burn_in + L, B]`` and ``state`` the
@@ -314,17 +366,20 @@ class SacAlgorithm(OffPolicyAlgorithm):
             self.log_alpha * (info.log_pi.detach() + self.target_entropy), info.valid
         )
         loss = q_loss + actor_loss + alpha_loss
-        return LossInfo(
-            loss=loss,
-            extra={
-                "critic_loss": q_loss.detach(),
-                "actor_loss": actor_loss.detach(),
-                "alpha": self.log_alpha.detach().exp(),
-                "entropy": -masked_mean(info.log_pi.detach(), info.valid),
-                "q_value": masked_mean(info.critics.detach().mean(-1), info.valid),
-            },
-            priority=priority,
-        )
+        extra = {
+            "critic_loss": q_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha": self.log_alpha.detach().exp(),
+            "entropy": -masked_mean(info.log_pi.detach(), info.valid),
+            "q_value": masked_mean(info.critics.detach().mean(-1), info.valid),
+        }
+        if self.intrinsic is not None and info.intrinsic:
+            losses, statistics = info.intrinsic
+            added, terms = self.intrinsic.weighted_loss(losses, info.valid)
+            loss = loss + added
+            extra.update(terms)
+            extra.update(statistics)
+        return LossInfo(loss=loss, extra=extra, priority=priority)
 
     def after_update(self) -> None:
         self._update_targets()
