@@ -25,6 +25,7 @@ NEEDS = {
     'preset = "vizdoom"': ("vizdoom", "vizdoom"),
     "dm_control/": ("shimmy", "dmc"),
     "TrainerConfig.offline_dataset": ("minari", "offline"),
+    "MiniGrid-": ("minigrid", "minigrid"),
 }
 
 # An offline config's dataset (e.g. alf/hopper-medium-v0) is made on demand, never
