@@ -26,6 +26,7 @@ NEEDS = {
     "dm_control/": ("shimmy", "dmc"),
     "TrainerConfig.offline_dataset": ("minari", "offline"),
     "MiniGrid-": ("minigrid", "minigrid"),
+    "Fetch": ("gymnasium_robotics", "robotics"),
 }
 
 # An offline config's dataset (e.g. alf/hopper-medium-v0) is made on demand, never
