@@ -204,9 +204,9 @@ class TrainerConfig:
             or repeated run compiles in seconds. On a GPU it also uses CUDA graphs
             (``mode="reduce-overhead"``); on an H200 that ran PPO and APPO Pong at
             0.6-0.85x eager (recompiling on summary iterations and on a short last
-            mini-batch; ``benchmarks/README.md``, "GPU check"). Not in data-parallel runs. Collection
-            (``rollout_step``) stays eager: compiled, it was no faster at 16 CartPole
-            environments on a CPU and 1.1-1.3x at 64-256
+            mini-batch; ``benchmarks/README.md``, "GPU check"). Not in data-parallel
+            runs. Collection (``rollout_step``) stays eager: compiled, it was no faster
+            at 16 CartPole environments on a CPU and 1.1-1.3x at 64-256
             (``benchmarks/collection/compile_rollout.py``), on a part that is about a
             quarter of a PPO iteration.
         distributed_timeout_s: data-parallel runs: seconds a rank waits in a collective
