@@ -178,3 +178,26 @@ def test_the_anchor_must_lie_in_the_sequence() -> None:
     buffer = _buffer(steps=10)
     with pytest.raises(ReplayBufferError, match="anchor"):
         buffer.get_batch(4, 2, anchor=2)
+
+
+def test_offline_buffers_are_never_relabelled_even_with_a_gin_binding(
+    tmp_path, monkeypatch
+) -> None:
+    # ReplayBuffer.hindsight bound for the online buffer must not reach the offline one
+    import types
+
+    import gin
+
+    from alf.replay_buffers import offline
+
+    saved = _buffer(10).checkpoint_state()
+    checkpoint = types.SimpleNamespace(path="ckpt", data=saved)
+    monkeypatch.setattr(offline, "read_checkpoint", lambda root_dir: checkpoint)
+    gin.clear_config()
+    try:
+        gin.bind_parameter("ReplayBuffer.hindsight", HindsightRelabeller(reward_fn=_reward))
+        (tmp_path / "checkpoints").mkdir()
+        buffer = offline.load_offline_buffer(str(tmp_path), SPEC)
+    finally:
+        gin.clear_config()
+    assert buffer.hindsight is None

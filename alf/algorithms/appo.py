@@ -24,7 +24,7 @@ from alf.algorithms.actor_critic import (
 from alf.algorithms.clipped_surrogate import ClippedSurrogate
 from alf.algorithms.intrinsic.critic import Estimator
 from alf.config import configurable, invalid_value
-from alf.data_structures import Experience, LossInfo
+from alf.data_structures import Experience, LossInfo, StepType
 from alf.utils.schedules import Schedule
 from alf.utils.value_ops import valid_mask, vtrace
 
@@ -206,9 +206,11 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         rollout_info = info._replace(
             log_prob=info.log_prob[:-1], value=value[:-1], advantage=advantages, returns=returns
         )
-        return head._replace(
-            rollout_info=self.with_intrinsic(exp, rollout_info, self._vtrace_estimator(log_rhos))
-        )
+        # The intrinsic returns run across episode ends: the action recorded at a LAST row
+        # never reached the environment, so its ratio must not cut their traces.
+        intrinsic_log_rhos = log_rhos.masked_fill(exp.step_type == StepType.LAST, 0.0)
+        estimator = self._vtrace_estimator(intrinsic_log_rhos)
+        return head._replace(rollout_info=self.with_intrinsic(exp, rollout_info, estimator))
 
     def _vtrace_estimator(self, log_rhos: torch.Tensor) -> Estimator:
         """V-trace with this trajectory's ratios, as an intrinsic-return estimator."""

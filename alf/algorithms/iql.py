@@ -160,6 +160,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
         low, high = action_bounds(action_spec)
         self.register_buffer("_low", low)
         self.register_buffer("_high", high)
+        self._action_dims = len(action_spec.shape)
         self.gamma = gamma
         self.expectile = expectile
         self.beta = beta
@@ -202,7 +203,7 @@ class IqlAlgorithm(OffPolicyAlgorithm):
         unit = (torch.tanh(normal.mean) + 1.0) / 2.0
         mean = self._low + unit * (self._high - self._low)
         std = normal.stddev.clamp(_MIN_STD, _MAX_STD)
-        return diag_normal(mean, std, normal.mean.dim() - 1)
+        return diag_normal(mean, std, self._action_dims)
 
     def predict_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         mean = self.policy(time_step.observation).mean

@@ -22,6 +22,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from alf.environments.goal_env import GoalEnvironmentError
+
 __all__ = ["BitFlippingEnv", "register"]
 
 ENV_ID = "alf/BitFlipping-v0"
@@ -51,10 +53,10 @@ class BitFlippingEnv(gym.Env):
         render_mode: str | None = None,
     ) -> None:
         if n_bits < 1:
-            raise ValueError(f"BitFlippingEnv: n_bits must be >= 1, got {n_bits}")
+            raise GoalEnvironmentError(f"BitFlippingEnv: n_bits must be >= 1, got {n_bits}")
         max_steps = n_bits if max_steps is None else max_steps
         if max_steps < 1:
-            raise ValueError(f"BitFlippingEnv: max_steps must be >= 1, got {max_steps}")
+            raise GoalEnvironmentError(f"BitFlippingEnv: max_steps must be >= 1, got {max_steps}")
         self.n_bits = int(n_bits)
         self.max_steps = int(max_steps)
         self.end_on_success = bool(end_on_success)

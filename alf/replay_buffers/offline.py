@@ -42,6 +42,7 @@ def load_offline_buffer(root_dir: str, data_spec: Any) -> ReplayBuffer:
         max_length=int(saved["max_length"]),
         prioritized=False,  # offline data is sampled uniformly
         enable_checkpoint=False,  # and never saved again
+        hindsight=None,  # offline rows are never relabelled (a gin binding must not reach here)
     )
     buffer.load_checkpoint_state(saved)
     return buffer

@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from alf.data_structures import StepType, TimeStep
+from alf.environments.gymnasium_environment import SUCCESS_KEY
 
 __all__ = ["SUCCESS_KEY", "SUCCESS_WINDOW", "CompletedEpisodes", "EpisodeTracker", "success_rate"]
 
-SUCCESS_KEY = "is_success"
 """The ``TimeStep.env_info`` key of a step's success (``info["is_success"]`` of goal
 environments, passed on by the ``sync`` backend)."""
 

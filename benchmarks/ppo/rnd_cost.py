@@ -33,7 +33,14 @@ import sys
 import tempfile
 from typing import Any
 
-from benchmarks.common import fmt_num, format_table, machine_info, median, write_report
+from benchmarks.common import (  # noqa: E402
+    fmt_num,
+    format_table,
+    machine_info,
+    median,
+    uptime,
+    write_report,
+)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CONFIGS = {
@@ -41,10 +48,6 @@ CONFIGS = {
     "ppo+rnd": os.path.join(REPO, "alf", "examples", "ppo_rnd_minigrid.gin"),
 }
 TARGET_COST = 0.30
-
-
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
 def _train(name: str, env: str, num_env_steps: int, root: str) -> dict[str, Any]:
@@ -100,7 +103,7 @@ def main() -> None:
         for i in range(args.rounds):
             order = list(CONFIGS) if i % 2 == 0 else list(reversed(CONFIGS))
             for name in order:
-                print(f"uptime: {_uptime()}", flush=True)
+                print(f"uptime: {uptime()}", flush=True)
                 root = os.path.join(tmp, f"{name}_{i}")
                 run = _train(name, args.env, args.num_env_steps, root)
                 first = start[name]
@@ -113,7 +116,7 @@ def main() -> None:
                     f"{run['cpu_steps_per_s']:.0f} per CPU second",
                     flush=True,
                 )
-    print(f"uptime: {_uptime()}", flush=True)
+    print(f"uptime: {uptime()}", flush=True)
     text, results = _report(args, runs)
     write_report(results, text, args.json)
 

@@ -242,13 +242,14 @@ class IntrinsicReward(nn.Module):
         """The weighted sum of the means of :meth:`losses`' entries (over the rows where
         ``mask`` is 1, or all rows) and each mean, without gradient, named
         ``intrinsic/<entry>`` for the summaries."""
-        total = torch.zeros(())
+        terms: list[torch.Tensor] = []
         extra: dict[str, torch.Tensor] = {}
         for name, per_row in losses.items():
             if mask is None:
                 mean = per_row.mean()
             else:
                 mean = (per_row * mask).sum() / mask.sum().clamp(min=1.0)
-            total = total.to(mean.device) + self.loss_weights[name] * mean
+            terms.append(self.loss_weights[name] * mean)
             extra[f"intrinsic/{name}"] = mean.detach()
-        return total, extra
+        # summed from the first term: no CPU scalar inside a compiled (CUDA-graph) loss
+        return torch.stack(terms).sum(), extra
