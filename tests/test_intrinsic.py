@@ -401,3 +401,24 @@ def test_the_async_learner_trains_the_predictor(tmp_path: Path) -> None:
     assert not torch.equal(first[name], last[name])
     target = "intrinsic.reward.target_network.mlp.0.weight"
     assert torch.equal(first[target], last[target])
+
+
+def test_async_actors_are_not_sent_the_learner_only_intrinsic_state() -> None:
+    import threading
+
+    from alf.algorithms.appo import AppoAlgorithm
+    from alf.unrollers.shared_memory import SharedParameters
+
+    algorithm = _ppo(AppoAlgorithm)
+    assert algorithm.learner_only_state == ("intrinsic.",)
+    shared = SharedParameters(
+        module=algorithm, lock=threading.Lock(), skip_prefixes=algorithm.learner_only_state
+    )
+    assert shared.tensors and not any(name.startswith("intrinsic.") for name in shared.tensors)
+    assert any(name.startswith("intrinsic.") for name in algorithm.state_dict())
+    actor_copy = _ppo(AppoAlgorithm)
+    shared.publish(algorithm)
+    assert shared.load_into(actor_copy) == 1
+    for name in shared.tensors:
+        torch.testing.assert_close(actor_copy.state_dict()[name], algorithm.state_dict()[name])
+    assert _ppo(AppoAlgorithm, reward_ctor=None).learner_only_state == ()

@@ -181,6 +181,7 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
                 value_network=intrinsic_value_network_ctor(input_spec=observation_spec),
                 owner=type(self).__name__,
             )
+            self.learner_only_state = ("intrinsic.",)  # trained and used on the learner
 
     @property
     def shared_torso(self) -> bool:

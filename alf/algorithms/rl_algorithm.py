@@ -200,6 +200,10 @@ class RLAlgorithm(Algorithm):
         """
         return exp
 
+    learner_only_state: tuple[str, ...] = ()
+    """Prefixes of ``state_dict`` names that acting never reads (e.g. an intrinsic
+    reward's predictor): asynchronous actors are not sent them."""
+
     record_statistics: bool = True
     """Whether this iteration's updates compute the statistics that only summaries use
     (e.g. PPO's clip fraction, an entropy that is not in the loss). The trainer sets it

@@ -281,7 +281,11 @@ class AsyncUnroller(Collector):
                 length=policy.history_length + self.unroll_length + 1,
                 batch_size=self.envs_per_actor,
             ),
-            parameters=SharedParameters(module=policy.algorithm, lock=ctx.Lock()),
+            parameters=SharedParameters(
+                module=policy.algorithm,
+                lock=ctx.Lock(),
+                skip_prefixes=policy.algorithm.learner_only_state,
+            ),
             free_buffers=ctx.Queue(),
             reports=ctx.Queue(),
             stop=ctx.Event(),

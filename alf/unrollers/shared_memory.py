@@ -94,13 +94,17 @@ class SharedParameters:
     Args:
         module: the module whose ``state_dict`` tensors are shared.
         lock: a lock from the multiprocessing context the actors are started with.
+        skip_prefixes: names starting with one of these are not shared (state that
+            acting never reads, e.g. ``RLAlgorithm.learner_only_state``).
     """
 
-    def __init__(self, *, module: torch.nn.Module, lock: Any) -> None:
+    def __init__(
+        self, *, module: torch.nn.Module, lock: Any, skip_prefixes: tuple[str, ...] = ()
+    ) -> None:
         self.tensors = {
             name: value.detach().to("cpu", copy=True).share_memory_()
             for name, value in module.state_dict().items()
-            if isinstance(value, torch.Tensor)
+            if isinstance(value, torch.Tensor) and not name.startswith(skip_prefixes)
         }
         self._version = torch.zeros((), dtype=torch.int64).share_memory_()
         self._lock = lock
