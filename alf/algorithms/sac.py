@@ -57,6 +57,25 @@ class SacInfo(NamedTuple):
 
 
 @configurable
+def _intrinsic_reward(
+    owner: str,
+    intrinsic_reward_ctor: Callable[..., IntrinsicReward] | None,
+    encoder_ctor: Any,
+    observation_spec: Any,
+    action_spec: Any,
+) -> IntrinsicReward | None:
+    """The intrinsic reward ``intrinsic_reward_ctor`` builds (None: none), refused with a
+    recurrent encoder."""
+    if intrinsic_reward_ctor is None:
+        return None
+    if encoder_ctor is not None:
+        raise IntrinsicRewardError(
+            f"{owner}.intrinsic_reward_ctor is not supported with encoder_ctor (recurrent "
+            "SAC); leave one of them unset"
+        )
+    return intrinsic_reward_ctor(observation_spec=observation_spec, action_spec=action_spec)
+
+
 class SacAlgorithm(OffPolicyAlgorithm):
     """SAC: twin critics, a stochastic actor and an automatically tuned temperature.
 
@@ -187,16 +206,9 @@ class SacAlgorithm(OffPolicyAlgorithm):
         self.target_entropy = default_entropy if target_entropy is None else target_entropy
         self.gamma = gamma
         self.reward_scale = reward_scale
-        self.intrinsic: IntrinsicReward | None = None
-        if intrinsic_reward_ctor is not None:
-            if encoder_ctor is not None:
-                raise IntrinsicRewardError(
-                    f"{type(self).__name__}.intrinsic_reward_ctor is not supported with "
-                    "encoder_ctor (recurrent SAC); leave one of them unset"
-                )
-            self.intrinsic = intrinsic_reward_ctor(
-                observation_spec=observation_spec, action_spec=action_spec
-            )
+        self.intrinsic = _intrinsic_reward(
+            type(self).__name__, intrinsic_reward_ctor, encoder_ctor, observation_spec, action_spec
+        )
         encoders = [] if self.encoder is None else [self.encoder]
         target_encoders = [] if self.target_encoder is None else [self.target_encoder]
         self._update_targets = TargetUpdater(
