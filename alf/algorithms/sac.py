@@ -56,7 +56,6 @@ class SacInfo(NamedTuple):
     intrinsic: Any = ()
 
 
-@configurable
 def _intrinsic_reward(
     owner: str,
     intrinsic_reward_ctor: Callable[..., IntrinsicReward] | None,
@@ -76,6 +75,7 @@ def _intrinsic_reward(
     return intrinsic_reward_ctor(observation_spec=observation_spec, action_spec=action_spec)
 
 
+@configurable
 class SacAlgorithm(OffPolicyAlgorithm):
     """SAC: twin critics, a stochastic actor and an automatically tuned temperature.
 
