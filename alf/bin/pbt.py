@@ -34,6 +34,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from alf.bin.cli import ToolParser, print_error
+from alf.experiments.launchers.flags import add_launcher_flags, launch_options
 
 if TYPE_CHECKING:  # (imported when the flags are checked: --help stays fast)
     from alf.experiments.pbt_space import ConfigFacts
@@ -118,6 +119,7 @@ def build_parser() -> ToolParser:
         default=1,
         help="torch threads per member unless the config sets TrainerConfig.torch_num_threads",
     )
+    add_launcher_flags(parser)
     return parser
 
 
@@ -201,12 +203,19 @@ def main(argv: list[str] | None = None) -> int:
         perturb=perturb,
         resample_probability=args.resample_probability,
     )
+    from alf.experiments.launchers import LauncherError, make_launcher
+
+    try:  # before anything is started: a missing package, a cluster that does not answer
+        launcher = make_launcher(launch_options(args, args.root_dir))
+    except LauncherError as err:
+        _fail(str(err))
     population = Population(
         settings=settings,
         mutations=mutations,
         root_dir=args.root_dir,
         jobs=args.jobs,
         threads=args.threads,
+        launcher=launcher,
     )
     try:
         population.check_root_dir()  # before anything is written

@@ -22,6 +22,7 @@ import os
 import sys
 
 from alf.bin.cli import print_error, tool_prog
+from alf.experiments.launchers.flags import add_launcher_flags, launch_options
 
 EXIT_USAGE = 2
 
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=60.0,
         help="seconds between status tables (default %(default)s)",
     )
+    add_launcher_flags(parser)
     return parser
 
 
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"alf.bin.sweep: sweeping {args.conf} into {args.root_dir}", flush=True)
     from alf.experiments.grid import GridError
     from alf.experiments.launcher import check_bindings
+    from alf.experiments.launchers import LauncherError, make_launcher
     from alf.experiments.sweep import Sweep, parse_seeds
 
     if args.jobs < 1:
@@ -108,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     error = check_bindings(args.conf, sweep.runs[0].spec.conf_params)
     if error:
         _fail(error)
+    try:  # before anything is started: a missing package, a cluster that does not answer
+        sweep.launcher = make_launcher(launch_options(args, sweep.root_dir))
+    except LauncherError as err:
+        _fail(str(err))
     return sweep.run_with_signals()
 
 

@@ -28,6 +28,7 @@ import os
 import sys
 
 from alf.bin.cli import print_error, tool_prog
+from alf.experiments.launchers.flags import add_launcher_flags, launch_options
 
 EXIT_USAGE = 2
 
@@ -73,6 +74,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="env steps of a trial before it can be pruned (default 0)",
     )
     parser.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="trials at once through the launcher (as --jobs; with a cluster launcher, "
+        "jobs on the cluster)",
+    )
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="the study: 'journal' (root_dir/study.journal, safe for several processes "
+        "and shared filesystems; the default with --launcher=slurm|ray) or an RDB URL "
+        "(postgresql://..., mysql://...); default root_dir/study.db (SQLite)",
+    )
+    add_launcher_flags(parser)
     return parser
 
 
@@ -85,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     print(f"alf.bin.tune: tuning {args.conf} in {args.root_dir}", flush=True)
     from alf.experiments.launcher import check_bindings
+    from alf.experiments.launchers import LauncherError, make_launcher
     from alf.experiments.tune import (
         EXIT_NO_TRIAL_FINISHED,
         SearchSpaceError,
@@ -95,6 +112,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if not os.path.isfile(args.conf):
         _fail(f"config file not found: '{args.conf}'")
+    if args.workers is not None:
+        if args.workers < 1:
+            _fail(f"--workers must be >= 1, got {args.workers}")
+        args.jobs = args.workers
+    storage = args.storage
+    if storage is None and args.launcher != "local":
+        storage = "journal"
     try:
         space = [parse_space(flag) for flag in args.space]
         tuner = Tuner(
@@ -109,12 +133,17 @@ def main(argv: list[str] | None = None) -> int:
             prune_startup_trials=args.prune_startup_trials,
             prune_warmup_steps=args.prune_warmup_steps,
             seed=args.seed,
+            storage=storage,
         )
     except (SearchSpaceError, ValueError) as err:
         _fail(str(err))
     try:  # every value of every space, before the first trial
         check_space(lambda params: check_bindings(args.conf, params), args.conf_param, space)
     except SearchSpaceError as err:
+        _fail(str(err))
+    try:  # before anything is started: a missing package, a cluster that does not answer
+        tuner.launcher = make_launcher(launch_options(args, tuner.root_dir))
+    except LauncherError as err:
         _fail(str(err))
     try:
         status = tuner.run_with_signals()

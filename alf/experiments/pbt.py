@@ -3,8 +3,8 @@ trained in rounds; after each round the bottom of the population copies the newe
 checkpoint of a member of the top and perturbs its hyperparameters.
 
 Members are run directories ``root_dir/member-<i>/`` trained by ``alf.bin.train``
-through a :class:`Launcher` (local child processes now, see
-:mod:`alf.experiments.launcher`). Round ``r`` raises each member's
+through a :class:`Launcher` (local child processes, Slurm jobs or Ray actors: see
+:mod:`alf.experiments.launchers`). Round ``r`` raises each member's
 ``TrainerConfig.num_env_steps`` to ``(r + 1) * interval`` and resumes it; a member is
 ranked by its latest evaluation return (the one at the end of the round). The round's
 state machine and its files are described in :mod:`alf.experiments.pbt_state`: every
@@ -21,15 +21,16 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Protocol
+from typing import IO
 
 from alf.experiments.launcher import (
     RunSpec,
-    launch,
     reached_budget,
     run_progress,
     run_stopping_on_signals,
 )
+from alf.experiments.launchers.base import Job, Launcher
+from alf.experiments.launchers.local import LocalLauncher
 from alf.experiments.pbt_space import Mutation, MutationError
 from alf.experiments.pbt_state import (
     DONE,
@@ -72,52 +73,6 @@ without failing (killed, stopped from outside) before it gives up."""
 
 _FLAGS = {"conf_params": "--conf_param", "mutations": "--mutate"}
 """The flags of the settings whose name is not their flag's."""
-
-
-class Job(Protocol):
-    """A member's training as a :class:`Launcher` runs it (what the controller needs of
-    :class:`~alf.experiments.launcher.RunProcess`)."""
-
-    pid: int
-    adopted: bool
-    killed: bool
-    log_path: str
-
-    def poll(self) -> int | None:
-        """The exit code, None while it runs."""
-
-    def terminate(self) -> None:
-        """Asks it to checkpoint and exit."""
-
-    def kill(self) -> None:
-        """Ends it at once (no checkpoint)."""
-
-    def wait(self, timeout_s: float | None = None) -> int | None:
-        """Waits for its end (None if ``timeout_s`` passed first)."""
-
-    def after_kill(self) -> None:
-        """Cleans up after :meth:`kill` once it ended."""
-
-    def last_error_line(self) -> str:
-        """The error of a failed run, one line."""
-
-
-class Launcher(Protocol):
-    """Starts members' training; another launcher (a cluster's) can replace the local
-    one. ``launch`` must adopt a training still running in ``spec.run_dir`` (one a
-    killed controller left) rather than start a second."""
-
-    def launch(self, spec: RunSpec) -> Job:
-        """Starts (or adopts) the training of ``spec``."""
-
-
-class LocalLauncher:
-    """Members as ``alf.bin.train`` child processes of this one, which never outlive it
-    (:func:`alf.experiments.launcher.launch`)."""
-
-    def launch(self, spec: RunSpec) -> Job:
-        """Starts ``spec`` as a child process, or adopts the live one training there."""
-        return launch(spec)
 
 
 def rank_members(scores: Sequence[float | None]) -> list[int]:

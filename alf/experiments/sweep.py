@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 from alf.experiments.grid import GridPoint, expand_grid
 from alf.experiments.launcher import (
-    RunProcess,
     RunSpec,
-    launch,
     reached_budget,
     requested_budget,
     run_progress,
     run_stopping_on_signals,
 )
+from alf.experiments.launchers.base import Job, Launcher
+from alf.experiments.launchers.local import LocalLauncher
 from alf.run_dir import layout
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "Sweep", "SweepRun", "parse_seeds"]
@@ -72,7 +72,7 @@ class SweepRun:
     seed: int
     spec: RunSpec
     state: str = "pending"
-    process: RunProcess | None = None
+    process: Job | None = None
     exit_code: int | None = None
     error: str = ""
     skipped: bool = False
@@ -96,6 +96,7 @@ class Sweep:
         threads: torch threads per run (unless the config sets them).
         status_interval_s: seconds between status tables while runs go.
         out: where lines are printed.
+        launcher: starts the runs (default: local child processes).
     """
 
     def __init__(
@@ -110,11 +111,13 @@ class Sweep:
         threads: int = 1,
         status_interval_s: float = 60.0,
         out: Callable[[str], None] = print,
+        launcher: Launcher | None = None,
     ) -> None:
         if jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {jobs}")
         self.root_dir = os.path.abspath(os.path.expanduser(root_dir))
         self.jobs = jobs
+        self.launcher: Launcher = launcher or LocalLauncher()
         self.status_interval_s = status_interval_s
         self.out = out
         self._stop = False
@@ -187,8 +190,7 @@ class Sweep:
             request_stop=self.request_stop,
             running=lambda: [run.process for run in self._running()],
             announce=lambda name: self.out(
-                f"sweep: {name}: stopping every run (each writes a checkpoint); again to "
-                "kill them"
+                f"sweep: {name}: stopping every run (each writes a checkpoint); again to kill them"
             ),
         )
 
@@ -201,7 +203,7 @@ class Sweep:
 
     def _start_pending(self) -> None:
         for run in self._pending()[: max(0, self.jobs - len(self._running()))]:
-            run.process = launch(run.spec)
+            run.process = self.launcher.launch(run.spec)
             run.state = "running"
             if run.process.adopted:
                 self.out(
@@ -250,8 +252,7 @@ class Sweep:
             text += f" ({100.0 * progress['env_steps'] / progress['budget']:.0f}%)"
         if progress["last_eval"] is not None:
             text += (
-                f", last eval {progress['last_eval']:.1f} at "
-                f"{progress['last_eval_env_steps']:,}"
+                f", last eval {progress['last_eval']:.1f} at {progress['last_eval_env_steps']:,}"
             )
         return text
 

@@ -19,13 +19,9 @@ from typing import Any
 
 from alf.errors import UserError
 from alf.experiments.grid import split_top_level
-from alf.experiments.launcher import (
-    RunProcess,
-    RunSpec,
-    launch,
-    run_holder,
-    run_stopping_on_signals,
-)
+from alf.experiments.launcher import RunSpec, run_holder, run_stopping_on_signals
+from alf.experiments.launchers.base import Job, Launcher
+from alf.experiments.launchers.local import LocalLauncher
 from alf.run_dir import layout
 
 __all__ = [
@@ -40,6 +36,9 @@ __all__ = [
 ]
 
 STUDY_FILE = "study.db"
+JOURNAL_FILE = "study.journal"
+"""The study of ``--storage=journal``: Optuna's journal file, which several processes
+(on several machines, through a shared filesystem) can write at once."""
 STUDY_NAME = "alf"
 OBJECTIVES = ("last", "best")
 
@@ -128,9 +127,7 @@ def parse_space(flag: str) -> TuneSpace:
         SearchSpaceError: naming the flag and what is wrong.
     """
     match = _SPACE_RE.match(flag)
-    usage = (
-        "expected 'Name.param=KIND(...)' with KIND one of " + ", ".join(_KINDS)
-    )
+    usage = "expected 'Name.param=KIND(...)' with KIND one of " + ", ".join(_KINDS)
     if not match:
         raise SearchSpaceError(f"--space '{flag}': {usage}")
     name, kind, inner = match.groups()
@@ -208,7 +205,7 @@ def read_objective(run_dir: str, objective: str) -> float | None:
 @dataclass
 class _Trial:
     trial: Any  # optuna.trial.Trial
-    process: RunProcess
+    process: Job
     reported_steps: set[int] | None = None  # env steps already reported
     pruned: bool = False
     evaluations: int = 0
@@ -230,6 +227,10 @@ class Tuner:
         prune_warmup_steps: env steps of a trial before it can be pruned.
         seed: the sampler's seed.
         out: where lines are printed.
+        launcher: starts the trials (default: local child processes).
+        storage: where the study lives: ``None`` (``root_dir/study.db``, SQLite),
+            ``"journal"`` (``root_dir/study.journal``, Optuna's journal file, safe for
+            several processes) or an RDB URL (``postgresql://...``, ``mysql://...``).
     """
 
     def __init__(
@@ -247,6 +248,8 @@ class Tuner:
         prune_warmup_steps: int = 0,
         seed: int = 0,
         out: Callable[[str], None] = print,
+        launcher: Launcher | None = None,
+        storage: str | None = None,
     ) -> None:
         if trials < 1:
             raise ValueError(f"--trials must be >= 1, got {trials}")
@@ -271,6 +274,8 @@ class Tuner:
         self._prune_startup_trials = prune_startup_trials
         self._prune_warmup_steps = prune_warmup_steps
         self._seed = seed
+        self.launcher: Launcher = launcher or LocalLauncher()
+        self.storage = storage
         self._stop = False
         self._running: list[_Trial] = []
         self._resume: list[tuple[Any, set[int]]] = []  # open trials to launch again
@@ -294,10 +299,11 @@ class Tuner:
             if self._pruner_name == "median"
             else optuna.pruners.NopPruner()
         )
-        path = os.path.join(self.root_dir, STUDY_FILE)
+        path, storage = self._storage()
+        self._where = path
         try:
             study = optuna.create_study(
-                storage=f"sqlite:///{path}",
+                storage=storage,
                 study_name=STUDY_NAME,
                 direction="maximize",
                 load_if_exists=True,
@@ -327,6 +333,21 @@ class Tuner:
             )
         return study
 
+    def _storage(self) -> tuple[str, Any]:
+        """The study's location as shown, and the storage Optuna opens."""
+        if self.storage is None:
+            path = os.path.join(self.root_dir, STUDY_FILE)
+            return path, f"sqlite:///{path}"
+        if self.storage == "journal":
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+            path = os.path.join(self.root_dir, JOURNAL_FILE)
+            # The open(O_EXCL) lock, unlike flock, holds on NFS.
+            backend = JournalFileBackend(path, lock_obj=JournalFileOpenLock(path))
+            return path, JournalStorage(backend)
+        return self.storage, self.storage
+
     def _bindings(self, params: dict[str, Any]) -> tuple[str, ...]:
         return tuple(f"{s.name}={s.gin_value(params[s.name])}" for s in self.space)
 
@@ -339,7 +360,7 @@ class Tuner:
             conf=self.conf,
             conf_params=(*self.conf_params, *self._bindings(trial.params)),
         )
-        process = launch(spec)  # adopts a process still training in the trial's dir
+        process = self.launcher.launch(spec)  # adopts a training still going on there
         self._running.append(
             _Trial(trial=trial, process=process, reported_steps=set(reported_steps))
         )
@@ -401,7 +422,7 @@ class Tuner:
                 resume.append((trial, set(frozen.intermediate_values)))
         done = len(study.get_trials(deepcopy=False)) - len(resume)
         self.out(
-            f"tune: study {os.path.join(self.root_dir, STUDY_FILE)}: {done} trials done, "
+            f"tune: study {self._where}: {done} trials done, "
             f"{len(resume)} to resume, {max(0, self.num_trials - done - len(resume))} to start"
         )
         while True:
@@ -452,9 +473,14 @@ class Tuner:
             if item.process.killed:  # a second Ctrl-C
                 item.process.after_kill()
                 self.out(f"tune: trial {number} killed (resumed by the next tune command)")
-            elif item.process.adopted and not (item.pruned or self._stop) and state in (
-                layout.RunStatus.STOPPED,
-                "interrupted",
+            elif (
+                item.process.adopted
+                and not (item.pruned or self._stop)
+                and state
+                in (
+                    layout.RunStatus.STOPPED,
+                    "interrupted",
+                )
             ):
                 self._resume.append((item.trial, item.reported_steps or set()))
                 self.out(f"tune: adopted trial {number} stopped ({state}); resuming it")
@@ -504,9 +530,7 @@ class Tuner:
             state.name.lower(): sum(t.state == state for t in study.get_trials(deepcopy=False))
             for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
         }
-        self.out(
-            "tune: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + " trials"
-        )
+        self.out("tune: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + " trials")
         if not complete:
             self.out("tune: no trial has finished yet")
             return False
