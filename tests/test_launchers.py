@@ -40,8 +40,8 @@ SMALL = (
     "TrainerConfig.num_eval_environments=2",
     "TrainerConfig.checkpoint_interval=2",
 )
-STEPS = 6144
-"""Env steps of a run: 24 iterations of ``ppo_cart_pole.gin``, time to kill a job."""
+STEPS = 3072
+"""Env steps of a run: 12 iterations of ``ppo_cart_pole.gin``, time to kill a job."""
 SLURM_LOCAL = ("--launcher=slurm", "--slurm_local")
 
 
@@ -220,8 +220,6 @@ def _kill_the_controller_then_a_job(
             proc=second,
             what="adoption",
         )
-        for pid in paused:
-            os.kill(pid, signal.SIGCONT)
         adopted = next(line for line in out_path.read_text().splitlines() if "adopted" in line)
         log = re.search(r"\(log: (.*)/train\.log\)", adopted)
         assert log, adopted
@@ -230,6 +228,8 @@ def _kill_the_controller_then_a_job(
         assert second_trainer.returncode == 2, second_trainer.stderr
         assert "in use by another training process" in second_trainer.stderr
         _kill_job_of(Path(log.group(1)))()  # a job the second controller follows
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
         second.wait(timeout=400)
     finally:
         for pid in paused:
