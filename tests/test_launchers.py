@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,6 +118,16 @@ def test_a_launcher_without_its_package_is_one_line_naming_the_extra(
     assert result.returncode == 2, result.stderr
     lines = error_lines(result.stderr, "alf.bin.sweep")
     assert len(lines) == 1 and f"[{extra}]" in lines[0] and package in lines[0], result.stderr
+    assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.skipif(shutil.which("sbatch") is not None, reason="Slurm is installed here")
+def test_slurm_without_slurm_is_one_line_pointing_at_the_rehearsal(tmp_path):
+    pytest.importorskip("submitit")
+    result = run_cli(tool_cmd("sweep", tmp_path / "root", "--seeds=0", "--launcher=slurm"))
+    assert result.returncode == 2, result.stderr
+    lines = error_lines(result.stderr, "alf.bin.sweep")
+    assert len(lines) == 1 and "sbatch not found" in lines[0] and "--slurm_local" in lines[0]
     assert not (tmp_path / "root").exists()
 
 

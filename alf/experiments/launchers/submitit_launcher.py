@@ -9,6 +9,7 @@ executor runs the jobs as processes of this machine (no Slurm: tests and rehears
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from typing import Any
 
@@ -38,13 +39,13 @@ class SubmititLauncher:
         options: the partition, time, CPUs, GPUs, retries, the controller's directory.
 
     Raises:
-        LauncherError: ``submitit`` is not installed, or a ``--slurm_param`` is not
-            ``name=value``.
+        LauncherError: ``submitit`` is not installed, a ``--slurm_param`` is not
+            ``name=value``, or there is no Slurm here (without ``slurm_local``).
     """
 
     def __init__(self, options: LaunchOptions) -> None:
         try:
-            import submitit
+            import submitit  # noqa: F401 - checked here, used on the first submission
         except ImportError:
             raise LauncherError(
                 f"--launcher=slurm needs submitit: {install_hint('slurm')}"
@@ -58,27 +59,44 @@ class SubmititLauncher:
             if not sep or not name:
                 raise LauncherError(f"--slurm_param '{param}': expected name=value")
             extra[name] = value
-        if options.slurm_local:
-            self.executor: Any = submitit.LocalExecutor(folder=self.folder)
-            self.executor.update_parameters(timeout_min=options.time_min)
-            self.backend = "local"
-        else:
-            self.executor = submitit.AutoExecutor(folder=self.folder, cluster="slurm")
-            params: dict[str, Any] = dict(
-                timeout_min=options.time_min,
-                cpus_per_task=options.cpus_per_run,
-                gpus_per_node=options.gpus_per_run,
-                tasks_per_node=1,
-                nodes=1,
-                name="alf",
-                slurm_additional_parameters=extra,
+        if not options.slurm_local and shutil.which("sbatch") is None:
+            raise LauncherError(
+                "--launcher=slurm: no Slurm here (sbatch not found); run the command on the "
+                "cluster's login node, or add --slurm_local to rehearse on this machine"
             )
-            if options.partition:
-                params["slurm_partition"] = options.partition
-            if options.mem_gb:
-                params["mem_gb"] = options.mem_gb
-            self.executor.update_parameters(**params)
-            self.backend = "slurm"
+        self.backend = "local" if options.slurm_local else "slurm"
+        self._extra = extra
+        self._executor: Any = None
+
+    @property
+    def executor(self) -> Any:
+        """The submitit executor, made on the first submission (it creates its folder,
+        which nothing may write before the controller checked its directory)."""
+        if self._executor is not None:
+            return self._executor
+        import submitit
+
+        options = self.options
+        if options.slurm_local:
+            self._executor = submitit.LocalExecutor(folder=self.folder)
+            self._executor.update_parameters(timeout_min=options.time_min)
+            return self._executor
+        self._executor = submitit.AutoExecutor(folder=self.folder, cluster="slurm")
+        params: dict[str, Any] = dict(
+            timeout_min=options.time_min,
+            cpus_per_task=options.cpus_per_run,
+            gpus_per_node=options.gpus_per_run,
+            tasks_per_node=1,
+            nodes=1,
+            name="alf",
+            slurm_additional_parameters=self._extra,
+        )
+        if options.partition:
+            params["slurm_partition"] = options.partition
+        if options.mem_gb:
+            params["mem_gb"] = options.mem_gb
+        self._executor.update_parameters(**params)
+        return self._executor
 
     def launch(self, spec: RunSpec) -> SubmititJob:
         """Follows the job recorded for ``spec.run_dir`` if it still runs, else submits
