@@ -25,6 +25,7 @@ from alf import nest
 from alf.algorithms.intrinsic.normalizers import ReturnNormalizer
 from alf.data_structures import Experience, StepType
 from alf.errors import UserError
+from alf.networks.conv_encoder import ConvLayerParams
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec, describe_spec
 
 __all__ = ["IntrinsicReward", "IntrinsicRewardError", "bonus_input_spec", "select_input"]
@@ -131,6 +132,9 @@ class IntrinsicReward(nn.Module):
         normalize_reward: divide the bonus by the running std of its discounted sums
             (on-policy: :class:`ReturnNormalizer`; SAC, whose batches are not in time
             order: by the running std of the bonus itself). False: the raw bonus.
+        conv_layer_params: the convolutions of the bonus's networks: not empty, they
+            take the ``[C, H, W]`` image as it is; empty, the flattened observation
+            (:attr:`network_input_spec`).
     """
 
     name: str = "intrinsic"
@@ -149,6 +153,7 @@ class IntrinsicReward(nn.Module):
         ext_coef: float,
         gamma: float,
         normalize_reward: bool,
+        conv_layer_params: ConvLayerParams,
     ) -> None:
         super().__init__()
         owner = type(self).__name__
@@ -164,6 +169,17 @@ class IntrinsicReward(nn.Module):
         self.gamma = float(gamma)
         self.normalize_reward = normalize_reward
         self.reward_normalizer = ReturnNormalizer(gamma=gamma)
+        shape = tuple(self.input_spec.shape)
+        if conv_layer_params and len(shape) != 3:
+            raise IntrinsicRewardError(
+                f"{owner}.conv_layer_params needs a [C, H, W] image observation, got the "
+                f"shape {shape}; leave it () to encode the flattened observation"
+            )
+        self._image = bool(conv_layer_params)
+        self.network_input_spec = TensorSpec(
+            shape if self._image else (max(self.input_spec.numel, 1),)
+        )
+        """The spec of what the bonus's networks take (see :meth:`network_input`)."""
 
     # ---------------------------------------------------------------- to implement
     def bonus(self, observation: Any, action: Any, next_observation: Any) -> torch.Tensor:
@@ -194,6 +210,11 @@ class IntrinsicReward(nn.Module):
     def select(self, observation: Any) -> torch.Tensor:
         """The tensor of ``observation`` the bonus encodes."""
         return select_input(observation, self.observation_key)
+
+    def network_input(self, selected: torch.Tensor) -> torch.Tensor:
+        """The ``[N, ...]`` tensor :meth:`select` chose, as the networks take it: the
+        float image when they convolve, else flattened to ``[N, D]`` floats."""
+        return selected.to(torch.float32) if self._image else flat_float(selected)
 
     @torch.no_grad()
     def trajectory_bonus(self, exp: Experience) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -22,13 +22,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from alf.algorithms.intrinsic.base import IntrinsicReward, IntrinsicRewardError, flat_float
+from alf.algorithms.intrinsic.base import IntrinsicReward, IntrinsicRewardError
 from alf.config import configurable
 from alf.data_structures import Experience
 from alf.networks import EncodingNetwork
 from alf.networks.conv_encoder import ConvLayerParams
 from alf.networks.layers import make_activation, orthogonal_init
-from alf.tensor_specs import BoundedTensorSpec, TensorSpec, describe_spec
+from alf.tensor_specs import BoundedTensorSpec, describe_spec
 
 __all__ = ["ICMReward"]
 
@@ -102,20 +102,14 @@ class ICMReward(IntrinsicReward):
             ext_coef=ext_coef,
             gamma=gamma,
             normalize_reward=normalize_reward,
+            conv_layer_params=conv_layer_params,
         )
         owner = type(self).__name__
         if not 0.0 <= beta <= 1.0:
             raise IntrinsicRewardError(f"{owner}.beta={beta}: must be in [0, 1]")
         self._discrete, action_size = self._action_kind(owner, action_spec)
-        shape = tuple(self.input_spec.shape)
-        if conv_layer_params and len(shape) != 3:
-            raise IntrinsicRewardError(
-                f"{owner}.conv_layer_params needs a [C, H, W] image observation, got the "
-                f"shape {shape}; leave it () to encode the flattened observation"
-            )
-        self._image = bool(conv_layer_params)
         self.encoder = EncodingNetwork(
-            input_spec=TensorSpec(shape if self._image else (max(self.input_spec.numel, 1),)),
+            input_spec=self.network_input_spec,
             input_preprocessors=None,
             conv_layer_params=tuple(conv_layer_params) or None,
             fc_layer_params=tuple(fc_layer_params),
@@ -147,7 +141,7 @@ class ICMReward(IntrinsicReward):
         )
 
     def _features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.encoder(x.to(torch.float32) if self._image else flat_float(x))
+        return self.encoder(self.network_input(x))
 
     def _action_input(self, action: torch.Tensor) -> torch.Tensor:
         if self._discrete:

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from alf import nest
-from alf.algorithms.intrinsic.base import IntrinsicReward, IntrinsicRewardError, flat_float
+from alf.algorithms.intrinsic.base import IntrinsicReward, IntrinsicRewardError
 from alf.algorithms.intrinsic.normalizers import RunningMeanStd
 from alf.config import configurable
 from alf.networks import EncodingNetwork
@@ -122,20 +122,14 @@ class RNDReward(IntrinsicReward):
             ext_coef=ext_coef,
             gamma=gamma,
             normalize_reward=normalize_reward,
+            conv_layer_params=conv_layer_params,
         )
         owner = type(self).__name__
         if not 0.0 < update_proportion <= 1.0:
             raise IntrinsicRewardError(
                 f"{owner}.update_proportion={update_proportion}: must be in (0, 1]"
             )
-        shape = tuple(self.input_spec.shape)
-        if conv_layer_params and len(shape) != 3:
-            raise IntrinsicRewardError(
-                f"{owner}.conv_layer_params needs a [C, H, W] image observation, got the "
-                f"shape {shape}; leave it () to encode the flattened observation"
-            )
-        self._image = bool(conv_layer_params)
-        net_spec = TensorSpec(shape if self._image else (max(self.input_spec.numel, 1),))
+        net_spec = self.network_input_spec
         self.observation_normalizer = RunningMeanStd(shape=net_spec.shape)
         hidden = tuple(fc_layer_params)
         self.target_network = _rnd_network(net_spec, conv_layer_params, hidden, output_size)
@@ -148,14 +142,12 @@ class RNDReward(IntrinsicReward):
         self.loss_weights = {"rnd_loss": loss_weight}
 
     def _normalized(self, observation: Any) -> torch.Tensor:
-        x = self.select(observation)
-        x = x.to(torch.float32) if self._image else flat_float(x)
+        x = self.network_input(self.select(observation))
         return self.observation_normalizer.normalize(x, OBSERVATION_CLIP)
 
     def observe(self, observation: Any) -> None:
         """Adds the ``[N, ...]`` observations to the normalisation statistics."""
-        x = self.select(observation)
-        self.observation_normalizer.update(x.to(torch.float32) if self._image else flat_float(x))
+        self.observation_normalizer.update(self.network_input(self.select(observation)))
 
     def _error(self, observation: Any) -> torch.Tensor:
         x = self._normalized(observation)
