@@ -35,7 +35,10 @@ AUDITED = frozenset(
         "alf/utils/numpy_draws.py",
         "alf/utils/target_update.py",
         "alf/tensor_specs.py",
-        "alf/data_transformers.py",
+        "alf/data_transformers/base.py",
+        "alf/data_transformers/frames.py",
+        "alf/data_transformers/normalizers.py",
+        "alf/data_transformers/running_stats.py",
     }
 )
 """Files whose code must create its tensors on the device of its inputs (with every file

@@ -27,7 +27,7 @@ CONF = str(ALF / "examples" / "ppo_cart_pole.gin")
 # What acting is made of: only the policy calls these on behalf of others.
 ACT_STEP_CALLS = {"rollout_step", "predict_step", "transform_timestep", "reset_state_on_first"}
 # The algorithm layer defines the hooks and derives specs and training passes from them.
-ALGORITHM_LAYER = {ALF / "algorithms", ALF / "networks", ALF / "data_transformers.py"}
+ALGORITHM_LAYER = {ALF / "algorithms", ALF / "networks", ALF / "data_transformers"}
 
 
 def _called_names(path: Path) -> set[str]:
