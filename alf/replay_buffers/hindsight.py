@@ -182,13 +182,15 @@ class HindsightRelabeller:
             (the others' tensors are the sampled ones).
         """
         b = env.shape[0]
-        here = start + anchor
-        end = self._episode_end(storage, env, here)
-        draw = torch.rand(b, generator=generator) < self.relabel_ratio
-        chosen = torch.nonzero(draw & (end > here)).squeeze(1)
+        drawn = torch.nonzero(torch.rand(b, generator=generator) < self.relabel_ratio).squeeze(1)
+        if drawn.numel() == 0:
+            return batch
+        here = start[drawn] + anchor
+        end = self._episode_end(storage, env[drawn], here)  # only the drawn ones are scanned
+        keep = end > here
+        chosen, here, end = drawn[keep], here[keep], end[keep]
         if chosen.numel() == 0:
             return batch
-        here, end = here[chosen], end[chosen]
         if self.strategy == "future":
             u = torch.rand(chosen.shape[0], generator=generator)
             span = end - here
