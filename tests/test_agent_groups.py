@@ -15,6 +15,7 @@ from helpers_cli import REPO, run_cli, train_cmd
 
 from alf.trainers.agent_groups import GroupReturns, summary_groups
 from alf.trainers.train_report import TrainingReport
+from alf.unrollers.episode_tracker import CompletedEpisodes
 
 # A game of 3 agents: runner_0 and runner_2 are the team "a", runner_1 is "b".
 GROUPS = ("a", "b", "a")
@@ -63,13 +64,23 @@ def _report(**kwargs: Any) -> tuple[TrainingReport, _Summary]:
     return report, summary
 
 
+NAN = float("nan")
+
+
+def _episodes(
+    returns: list[float], env_ids: list[int], successes: list[float] | None = None
+) -> CompletedEpisodes:
+    successes = [NAN] * len(returns) if successes is None else successes
+    return CompletedEpisodes(returns, [5] * len(returns), env_ids, successes)
+
+
 def _write(report: TrainingReport) -> None:
     report.write_summary(1, {}, {}, env_steps=10, clipped_actions=0)
 
 
 def test_the_train_summary_has_each_groups_return() -> None:
     report, summary = _report(distributed=None, groups=GROUPS)
-    report.add_iteration(10, 1.0, [1.0, 2.0, 3.0], [5, 5, 5], [0, 1, 2])
+    report.add_iteration(10, 1.0, _episodes([1.0, 2.0, 3.0], [0, 1, 2]))
     _write(report)
     line = summary.lines[-1]
     assert line["train/average_return"] == 2.0
@@ -78,17 +89,18 @@ def test_the_train_summary_has_each_groups_return() -> None:
 
 def test_a_run_without_groups_writes_no_group_keys() -> None:
     report, summary = _report(distributed=None)
-    report.add_iteration(10, 1.0, [1.0, 2.0], [5, 5])  # no env ids needed
+    report.add_iteration(10, 1.0, _episodes([1.0, 2.0], [0, 1]))
     _write(report)
     assert not [key for key in summary.lines[-1] if key.count("/") > 1]
     assert report.group_returns is None
 
 
 def test_data_parallel_group_returns_are_over_all_ranks() -> None:
-    # The other rank: fps, returns, lengths, episodes, clipped, dropped, then a and b.
-    other = [10.0, 9.0, 30.0, 3, 0, 0, 9.0, 3, 0.0, 0]
+    # The other rank: fps, returns, lengths, episodes, clipped, dropped, successes and
+    # known successes, then a and b.
+    other = [10.0, 9.0, 30.0, 3, 0, 0, 0.0, 0, 9.0, 3, 0.0, 0]
     report, summary = _report(distributed=_TwoRanks(other), groups=GROUPS)
-    report.add_iteration(10, 1.0, [1.0, 4.0], [5, 5], [0, 1])
+    report.add_iteration(10, 1.0, _episodes([1.0, 4.0], [0, 1]))
     _write(report)
     line = summary.lines[-1]
     assert line["train/average_return"] == 14.0 / 5
@@ -96,10 +108,17 @@ def test_data_parallel_group_returns_are_over_all_ranks() -> None:
     assert line["train/b/average_return"] == 4.0
 
 
-def test_group_returns_need_the_rows() -> None:
-    report, _ = _report(distributed=None, groups=GROUPS)
-    with pytest.raises(ValueError, match="env_ids"):
-        report.add_iteration(10, 1.0, [1.0], [5])
+def test_the_success_rate_is_over_the_known_successes_of_all_ranks() -> None:
+    # The other rank: 3 known successes, 2 of them successful; no groups.
+    other = [10.0, 0.0, 0.0, 0, 0, 0, 2.0, 3]
+    report, summary = _report(distributed=_TwoRanks(other))
+    report.add_iteration(10, 1.0, _episodes([0.0, 0.0, 0.0], [0, 1, 0], [1.0, NAN, 0.0]))
+    _write(report)
+    assert summary.lines[-1]["train/success_rate"] == 3.0 / 5  # the NaN is not counted
+    report, summary = _report(distributed=None)
+    report.add_iteration(10, 1.0, _episodes([0.0], [0], [NAN]))
+    _write(report)
+    assert "train/success_rate" not in summary.lines[-1]  # no environment reported one
 
 
 @pytest.mark.parametrize(

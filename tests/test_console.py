@@ -21,6 +21,7 @@ from helpers_cli import (
 )
 
 from alf.trainers.train_report import RateWindow, TrainingReport, format_duration
+from alf.unrollers.episode_tracker import CompletedEpisodes
 
 TRAIN_FLAGS = ("--conf", "--root_dir", "--conf_param", "--device")
 PLAY_FLAGS = (
@@ -90,7 +91,10 @@ def _run_phase(
         iteration += 1
         env_steps += steps_per_iteration
         report.add_iteration(
-            steps_per_iteration, seconds_per_iteration, [1.0], [1], trained=trained
+            steps_per_iteration,
+            seconds_per_iteration,
+            CompletedEpisodes([1.0], [1], [0], [float("nan")]),
+            trained=trained,
         )
         line = report.print_progress(
             iteration,
@@ -175,7 +179,7 @@ def test_progress_line_with_an_iteration_budget():
     clock = FakeClock()
     report = _report(clock)
     clock.now += 10
-    report.add_iteration(100, 10, [], [], trained=True)
+    report.add_iteration(100, 10, CompletedEpisodes([], [], [], []), trained=True)
     line = report.progress_line(10, 1000, elapsed_s=3723, num_env_steps=0, num_iterations=40)
     match = PROGRESS_LINE_RE.search(line)
     assert match, line

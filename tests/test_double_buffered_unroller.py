@@ -111,10 +111,11 @@ def test_random_steps_and_episodes_are_shared_between_the_groups():
         unroller.on_step = lambda: calls.append(1)
         unroller.unroll()
         assert len(calls) == 2 * UNROLL
-        returns, lengths, env_ids = unroller.episodes.pop_completed()
+        returns, lengths, env_ids, successes = unroller.episodes.pop_completed()
+        assert len(successes) == 4
         assert len(returns) == 4 and lengths == [4, 4, 4, 4]  # every env ended an episode
         assert sorted(env_ids) == [0, 1, 2, 3]  # the second group's rows follow the first's
-        assert unroller.episodes.pop_completed() == ([], [], [])
+        assert unroller.episodes.pop_completed() == ([], [], [], [])
     finally:
         unroller.close()
 

@@ -41,17 +41,18 @@ def test_returns_and_lengths_of_completed_episodes():
     assert completed_per_step[1] == [2]
     assert completed_per_step[3] == [2, 0, 2]
     assert tracker.completed_env_ids == [2, 0, 2, 0]
-    returns, lengths, env_ids = tracker.pop_completed()
+    returns, lengths, env_ids, successes = tracker.pop_completed()
+    assert len(successes) == 4 and all(s != s for s in successes)  # NaN: none reported
     assert returns == [5.0, 6.0, -1.0, 30.0]
     assert lengths == [1, 3, 1, 2]
     assert env_ids == [2, 0, 2, 0]
     assert tracker.completed_env_ids == []
-    assert tracker.pop_completed() == ([], [], [])
+    assert tracker.pop_completed() == ([], [], [], [])
 
     # env 1's episode keeps accumulating until it ends.
     tracker.update(_ts([M, L, M], [0.0, 0.5, 0.0]))
     assert tracker.completed_env_ids == [1]
-    assert tracker.pop_completed() == ([3.5], [7], [1])
+    assert tracker.pop_completed()[:3] == ([3.5], [7], [1])
 
 
 def test_first_step_resets_an_unfinished_episode():
@@ -61,4 +62,4 @@ def test_first_step_resets_an_unfinished_episode():
     tracker.update(_ts([F], [0.0]))  # e.g. an explicit reset
     tracker.update(_ts([M], [1.0]))
     tracker.update(_ts([L], [2.0]))
-    assert tracker.pop_completed() == ([3.0], [2], [0])
+    assert tracker.pop_completed()[:3] == ([3.0], [2], [0])

@@ -102,7 +102,6 @@ def _ts(step_types: list[int], success: list[float] | None) -> TimeStep:
 def test_episode_tracker_records_the_success_of_each_episodes_last_step() -> None:
     f, m, last = StepType.FIRST, StepType.MID, StepType.LAST
     tracker = EpisodeTracker(batch_size=2)
-    assert tracker.success_rate is None
     tracker.update(_ts([f, f], [0.0, 0.0]))
     tracker.update(_ts([m, last], [1.0, 1.0]))  # env 1 succeeds
     tracker.update(_ts([last, f], [0.0, 0.0]))  # env 0 fails
@@ -110,12 +109,12 @@ def test_episode_tracker_records_the_success_of_each_episodes_last_step() -> Non
     assert tracker.completed_env_ids == [1, 0, 1]
     assert tracker.completed_successes[:2] == [1.0, 0.0]
     assert np.isnan(tracker.completed_successes[2])
-    assert tracker.success_rate == 0.5  # unknown successes do not count
-    tracker.pop_completed()
+    popped = tracker.pop_completed()
+    assert popped.successes[:2] == [1.0, 0.0] and np.isnan(popped.successes[2])
     assert tracker.completed_successes == []
     tracker.update(_ts([m, f], None))  # an environment without successes
     tracker.update(_ts([last, m], None))
-    assert np.isnan(tracker.completed_successes[0]) and tracker.success_rate == 0.5
+    assert np.isnan(tracker.completed_successes[0])
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -135,6 +134,26 @@ def test_success_rates_in_training_and_evaluation(tmp_path: Path) -> None:
     assert [len(e["successes"]) for e in evaluations] == [4, 4]
     assert np.mean(evaluations[-1]["successes"]) == pytest.approx(evals[-1])
     assert "success rate" in result.stderr  # the evaluation's log line
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        ('create_environment.vectorization_mode="subprocess"',),
+        ("TrainerConfig.async_unroll=True", "AsyncUnroller.num_actors=1"),
+    ],
+    ids=["subprocess_envs", "async_actors"],
+)
+def test_training_success_rates_from_other_backends(
+    tmp_path: Path, backend: tuple[str, ...]
+) -> None:
+    # The successes travel from worker processes (subprocess) or actors (async).
+    root = tmp_path / "bits"
+    result = run_cli(train_cmd(root, *TINY, *backend, conf=BITS_CONF))
+    assert result.returncode == 0, result.stderr[-3000:]
+    progress = _jsonl(root / "progress.jsonl")
+    train = [p["train/success_rate"] for p in progress if "train/success_rate" in p]
+    assert train and all(0.0 <= r <= 1.0 for r in train)
 
 
 @pytest.mark.parametrize(

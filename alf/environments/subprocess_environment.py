@@ -111,11 +111,15 @@ class _Group:
             ts = env.reset()
         else:  # "step"; a copy, so an env keeping its action sees no later writes
             ts = env.step(nest.map_structure(torch.clone, self._action))
-        for dst, src in zip(self._views, nest.flatten(ts._replace(env_id=())), strict=True):
+        fields = ts._replace(env_id=(), env_info=())
+        for dst, src in zip(self._views, nest.flatten(fields), strict=True):
             dst.copy_(src)
         count = getattr(env, "num_clipped_actions", 0)
         drops = getattr(env, "num_dropped_episodes", 0)
-        reply = (count - self._clipped, drops - self._dropped)
+        # The few per-environment extras (e.g. goal environments' successes) travel in
+        # the reply, as arrays: they are not in the specs the shared buffers are made of.
+        info = {k: np.asarray(v) for k, v in ts.env_info.items()} if ts.env_info else {}
+        reply = (count - self._clipped, drops - self._dropped, info)
         self._clipped, self._dropped = count, drops
         return reply
 
@@ -398,8 +402,8 @@ class SubprocessEnvironment(AlfEnvironment):
 
     def reset(self) -> TimeStep:
         self._check_open()
-        self._call(self._step_timeout_s, "reset")
-        return nest.map_structure(torch.clone, self._shared_ts)
+        replies = self._call(self._step_timeout_s, "reset")
+        return self._time_step([info for _, _, info in replies])
 
     def step(self, action: Any) -> TimeStep:
         self.step_async(action)
@@ -422,9 +426,33 @@ class SubprocessEnvironment(AlfEnvironment):
             raise RuntimeError("step_wait called without step_async")
         self._stepping = False
         replies = self._call(self._step_timeout_s)
-        self.num_clipped_actions += sum(clipped for clipped, _ in replies)
-        self.num_dropped_episodes += sum(dropped for _, dropped in replies)
-        return nest.map_structure(torch.clone, self._shared_ts)
+        self.num_clipped_actions += sum(clipped for clipped, _, _ in replies)
+        self.num_dropped_episodes += sum(dropped for _, dropped, _ in replies)
+        return self._time_step([info for _, _, info in replies])
+
+    def _time_step(self, infos: list[dict[str, np.ndarray]]) -> TimeStep:
+        """A copy of the shared time step, with the workers' ``env_info`` joined in
+        environment order (NaN for the environments of a worker that sent none of a key,
+        as :class:`~alf.environments.gymnasium_environment.GymnasiumEnvironment` does)."""
+        ts = nest.map_structure(torch.clone, self._shared_ts)
+        keys = sorted({key for info in infos for key in info})
+        if not keys:
+            return ts
+        sizes = [hi - lo for lo, hi in self._bounds]
+        env_info = {
+            key: torch.from_numpy(
+                np.concatenate(
+                    [
+                        np.asarray(info[key], np.float32).reshape(size)
+                        if key in info
+                        else np.full(size, np.nan, np.float32)
+                        for info, size in zip(infos, sizes, strict=True)
+                    ]
+                )
+            )
+            for key in keys
+        }
+        return ts._replace(env_info=env_info)
 
     def _write_actions(self, action: Any) -> None:
         # A frame of its own: no traceback of a later error keeps a shared tensor alive.

@@ -479,7 +479,7 @@ class RLTrainer:
             self.iteration += 1
             self.env_steps += self._ranks.run_steps(steps)
             self.train_time_s += elapsed
-            report.add_iteration(steps, elapsed, *self.unroller.pop_episodes(), trained=bool(stats))
+            report.add_iteration(steps, elapsed, self.unroller.pop_episodes(), trained=bool(stats))
 
             divergence.check(stats)
             if self.self_play is not None:

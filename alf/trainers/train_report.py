@@ -14,6 +14,7 @@ from absl import logging
 from alf.errors import TrainingError
 from alf.trainers.agent_groups import GroupReturns
 from alf.trainers.evaluator import EvalResult
+from alf.unrollers.episode_tracker import SUCCESS_WINDOW, CompletedEpisodes
 from alf.utils.distributed import DistributedContext
 from alf.utils.summary import SummaryLogger
 
@@ -273,6 +274,10 @@ class TrainingReport:
         self.start_env_steps = start_env_steps
         self.recent_returns: collections.deque[float] = collections.deque(maxlen=100)
         self.recent_lengths: collections.deque[int] = collections.deque(maxlen=100)
+        self.recent_successes: collections.deque[float] = collections.deque(
+            maxlen=SUCCESS_WINDOW
+        )
+        """The known successes (goal environments) of the last episodes that had one."""
         self.group_returns = None if groups is None else GroupReturns(groups=groups)
         self._window_steps = 0
         self._window_time = 0.0
@@ -288,24 +293,20 @@ class TrainingReport:
         self,
         steps: int,
         elapsed_s: float,
-        returns: list[float],
-        lengths: list[int],
-        env_ids: list[int] | None = None,
+        episodes: CompletedEpisodes,
         *,
         trained: bool = True,
     ) -> None:
         """Counts an iteration of this rank: its env steps, time and finished episodes
-        (their returns, lengths and rows: :meth:`~alf.unrollers.Collector.pop_episodes`;
-        the rows are needed with ``groups``); ``trained``: whether it trained (False: it
-        only collected, e.g. random warm-up)."""
+        (:meth:`~alf.unrollers.Collector.pop_episodes`); ``trained``: whether it trained
+        (False: it only collected, e.g. random warm-up)."""
         self._window_steps += steps
         self._window_time += elapsed_s
-        self.recent_returns.extend(returns)
-        self.recent_lengths.extend(lengths)
-        if self.group_returns is not None and returns:
-            if env_ids is None:
-                raise ValueError("TrainingReport with groups: add_iteration needs env_ids")
-            self.group_returns.add(returns, env_ids)
+        self.recent_returns.extend(episodes.returns)
+        self.recent_lengths.extend(episodes.lengths)
+        self.recent_successes.extend(s for s in episodes.successes if s == s)  # known ones
+        if self.group_returns is not None and episodes.returns:
+            self.group_returns.add(episodes.returns, episodes.env_ids)
         if trained and not self._training:
             self._training = True
             self._restart_rates = True
@@ -324,7 +325,9 @@ class TrainingReport:
         actions, (when not None) episodes dropped for non-finite data, and average
         return and episode length over all ranks (the last 100 episodes of each; with
         ``groups``, each group's ``<group>/average_return`` too, over the last 100 episodes
-        of the group on each rank), and ``record`` plus ``fps`` (and ``fps_per_rank``) as
+        of the group on each rank; in goal environments ``success_rate``, over the last
+        :data:`~alf.unrollers.episode_tracker.SUCCESS_WINDOW` known successes of each
+        rank), and ``record`` plus ``fps`` (and ``fps_per_rank``) as
         the ``progress.jsonl`` line, at the run's ``env_steps``. In a data-parallel run
         every rank must call it (it gathers the ranks' figures); rank 0 writes."""
         groups = self.group_returns
@@ -335,6 +338,8 @@ class TrainingReport:
             len(self.recent_returns),
             clipped_actions,
             dropped_episodes or 0,
+            sum(self.recent_successes),
+            len(self.recent_successes),
             *(groups.figures() if groups is not None else ()),
         ]
         self._window_steps, self._window_time = 0, 0.0
@@ -345,13 +350,17 @@ class TrainingReport:
         if self.summary is None:
             return
         totals = [sum(column) for column in zip(*per_rank, strict=True)]
-        fps, returns, lengths, episodes, clipped, dropped, *group_figures = totals
+        fps, returns, lengths, episodes, clipped, dropped, successes, known, *group_figures = (
+            totals
+        )
         scalars = {**scalars, "env_steps_per_second": fps, "clipped_actions": clipped}
         if dropped_episodes is not None:
             scalars["dropped_nonfinite_episodes"] = dropped
         if episodes:
             scalars["average_return"] = returns / episodes
             scalars["average_episode_length"] = lengths / episodes
+        if known:  # goal environments: info["is_success"]
+            scalars["success_rate"] = successes / known
         if groups is not None:
             scalars.update(groups.scalars(group_figures))
         record = {**record, "fps": round(fps, 1)}

@@ -82,6 +82,7 @@ class FragmentMessage:
         episode_returns: returns of the episodes that ended in the fragment.
         episode_lengths: their lengths.
         episode_env_ids: their global env ids (as the fragment's ``env_id``).
+        episode_successes: their ``info["is_success"]`` (NaN: not reported).
         clipped_actions: out-of-bounds continuous actions the actor's environments have
             clipped so far (cumulative).
         dropped_episodes: episodes the actor's environments ended early for non-finite
@@ -97,6 +98,7 @@ class FragmentMessage:
     episode_returns: list[float]
     episode_lengths: list[int]
     episode_env_ids: list[int]
+    episode_successes: list[float]
     clipped_actions: int = 0
     dropped_episodes: int = 0
 
@@ -231,6 +233,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
                     episode_returns=episodes.returns,
                     episode_lengths=episodes.lengths,
                     episode_env_ids=[env_id + offset for env_id in episodes.env_ids],
+                    episode_successes=episodes.successes,
                     clipped_actions=collector.num_clipped_actions,
                     dropped_episodes=collector.num_dropped_episodes,
                 )

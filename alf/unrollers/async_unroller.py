@@ -65,17 +65,18 @@ class Fragment(Segment):
 
 
 class _ReceivedEpisodes:
-    """Episode returns, lengths and (global) env ids reported by the actors (the
-    EpisodeTracker API)."""
+    """Episode returns, lengths, (global) env ids and successes reported by the actors
+    (the EpisodeTracker API)."""
 
     def __init__(self) -> None:
         self.returns: list[float] = []
         self.lengths: list[int] = []
         self.env_ids: list[int] = []
+        self.successes: list[float] = []
 
     def pop_completed(self) -> CompletedEpisodes:
-        episodes = CompletedEpisodes(self.returns, self.lengths, self.env_ids)
-        self.returns, self.lengths, self.env_ids = [], [], []
+        episodes = CompletedEpisodes(self.returns, self.lengths, self.env_ids, self.successes)
+        self.returns, self.lengths, self.env_ids, self.successes = [], [], [], []
         return episodes
 
 
@@ -332,8 +333,8 @@ class AsyncUnroller(Collector):
         return self.env_steps_taken
 
     def pop_episodes(self) -> CompletedEpisodes:
-        """Returns, lengths and global env ids of the episodes the actors completed since
-        the last call."""
+        """Returns, lengths, global env ids and successes of the episodes the actors
+        completed since the last call."""
         return self.episodes.pop_completed()
 
     def stats(self) -> dict[str, float]:
@@ -369,6 +370,7 @@ class AsyncUnroller(Collector):
             self.episodes.returns += message.episode_returns
             self.episodes.lengths += message.episode_lengths
             self.episodes.env_ids += message.episode_env_ids
+            self.episodes.successes += message.episode_successes
             self._clipped_actions[message.actor_id] = message.clipped_actions
             self._dropped_episodes[message.actor_id] = message.dropped_episodes
             self._stats["actor_steps_per_s"][message.actor_id] = message.env_steps / max(

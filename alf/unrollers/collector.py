@@ -62,8 +62,8 @@ class Collector(abc.ABC):
 
     @abc.abstractmethod
     def pop_episodes(self) -> CompletedEpisodes:
-        """Returns, lengths and env ids of the episodes completed since the last call.
-        An env id is the episode's row in the whole training batch of this process (as
+        """Returns, lengths, env ids and successes of the episodes completed since the
+        last call. An env id is the episode's row in the whole training batch of this process (as
         the ``env_id`` of the trajectories): the same numbering for every collector."""
 
     def stats(self) -> dict[str, float]:
@@ -156,12 +156,7 @@ class UnrollingCollector(Collector):
         return sum(int(getattr(env, "num_dropped_episodes", 0)) for env in self.envs)
 
     def pop_episodes(self) -> CompletedEpisodes:
-        """Returns, lengths and env ids of the episodes completed since the last call."""
+        """Returns, lengths, env ids and successes of the episodes completed since the
+        last call."""
         return self.episodes.pop_completed()
 
-    def stats(self) -> dict[str, float]:
-        """``success_rate``: the mean ``info["is_success"]`` of the last 100 finished
-        episodes of goal environments (:attr:`EpisodeTracker.success_rate`); nothing for
-        environments that report none."""
-        rate = getattr(self.episodes, "success_rate", None)
-        return {} if rate is None else {"success_rate": rate}

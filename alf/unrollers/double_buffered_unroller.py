@@ -33,6 +33,7 @@ class _CombinedEpisodes:
             first.returns + second.returns,
             first.lengths + second.lengths,
             first.env_ids + [env_id + shift for env_id in second.env_ids],
+            first.successes + second.successes,
         )
 
 

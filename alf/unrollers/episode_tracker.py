@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -14,10 +13,11 @@ from alf.environments.gymnasium_environment import SUCCESS_KEY
 __all__ = ["SUCCESS_KEY", "SUCCESS_WINDOW", "CompletedEpisodes", "EpisodeTracker", "success_rate"]
 
 """The ``TimeStep.env_info`` key of a step's success (``info["is_success"]`` of goal
-environments, passed on by the ``sync`` backend)."""
+environments, passed on by the ``sync`` and ``subprocess`` backends)."""
 
 SUCCESS_WINDOW = 100
-"""Finished episodes :attr:`EpisodeTracker.success_rate` is measured over."""
+"""Finished episodes the training success rate is measured over (the last ones that
+reported a success; :class:`~alf.trainers.train_report.TrainingReport`)."""
 
 
 def success_rate(successes: Iterable[float]) -> float | None:
@@ -35,18 +35,22 @@ def _step_success(time_step: TimeStep) -> Any:
 
 
 class CompletedEpisodes(NamedTuple):
-    """Episodes that ended: their undiscounted returns, lengths and environment ids.
+    """Episodes that ended: their undiscounted returns, lengths, environment ids and
+    successes.
 
     Attributes:
         returns: each episode's return.
         lengths: each episode's length.
         env_ids: the batch row that played it (a collector's global row of its training
             batch; in a multi-agent game, ``env_id mod A`` is its agent).
+        successes: ``info["is_success"]`` at its last step (goal environments), NaN
+            where its environment reported none.
     """
 
     returns: list[float]
     lengths: list[int]
     env_ids: list[int]
+    successes: list[float]
 
 
 class EpisodeTracker:
@@ -58,8 +62,7 @@ class EpisodeTracker:
     before the game ended, see :mod:`alf.environments.pettingzoo_environment`); its
     episode is counted once, at its first LAST step. Its success is the
     ``env_info["is_success"]`` of that step (goal environments; NaN when the time step
-    has none): :attr:`completed_successes` beside the other lists, and
-    :attr:`success_rate` over the last :data:`SUCCESS_WINDOW` known ones.
+    has none): :attr:`completed_successes` beside the other lists.
 
     Args:
         batch_size: number of environments.
@@ -72,7 +75,6 @@ class EpisodeTracker:
         self.completed_lengths: list[int] = []
         self.completed_env_ids: list[int] = []
         self.completed_successes: list[float] = []
-        self._recent_successes: collections.deque[float] = collections.deque(maxlen=SUCCESS_WINDOW)
         self._ended = np.zeros(batch_size, dtype=bool)  # rows at LAST (idle until FIRST)
         self._any_ended = False
 
@@ -108,15 +110,7 @@ class EpisodeTracker:
         if success is None:
             self.completed_successes += [float("nan")] * len(ids)
             return
-        values = success[ids].tolist()
-        self.completed_successes += values
-        self._recent_successes.extend(v for v in values if v == v)
-
-    @property
-    def success_rate(self) -> float | None:
-        """The mean success of the last :data:`SUCCESS_WINDOW` finished episodes whose
-        environment reported one (None before any did)."""
-        return success_rate(self._recent_successes)
+        self.completed_successes += success[ids].tolist()
 
     @property
     def current_returns(self) -> np.ndarray:
@@ -133,9 +127,13 @@ class EpisodeTracker:
         return view
 
     def pop_completed(self) -> CompletedEpisodes:
-        """Returns, lengths and env ids of the episodes completed since the last call."""
+        """Returns, lengths, env ids and successes of the episodes completed since the
+        last call."""
         episodes = CompletedEpisodes(
-            self.completed_returns, self.completed_lengths, self.completed_env_ids
+            self.completed_returns,
+            self.completed_lengths,
+            self.completed_env_ids,
+            self.completed_successes,
         )
         self.completed_returns, self.completed_lengths, self.completed_env_ids = [], [], []
         self.completed_successes = []
