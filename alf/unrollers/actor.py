@@ -173,6 +173,58 @@ def _build_collector(
         raise
 
 
+def _actor_collector(setup: ActorSetup) -> SyncUnroller | DoubleBufferedUnroller:
+    """Loads the run's config into the actor process and builds its collector."""
+    # Unpickling the factories imports their modules (a user's own algorithm's too),
+    # so their configurables are registered before the config is loaded.
+    make_env = cloudpickle.loads(setup.env_factory)
+    make_algorithm = cloudpickle.loads(setup.algorithm_factory)
+    if setup.config_text:
+        from alf import config as alf_config
+        from alf.configurables import (
+            ACTING_PACKAGES,
+            TRAINING_ONLY_CONFIGURABLES,
+            import_configurables,
+        )
+
+        # What an actor builds is registered; the trainer's settings are skipped.
+        import_configurables(ACTING_PACKAGES)
+        alf_config.load_config_text(
+            setup.config_text, skip_unknown=list(TRAINING_ONLY_CONFIGURABLES)
+        )
+    torch.manual_seed(setup.torch_seed)
+    return _build_collector(setup, make_env, make_algorithm)
+
+
+def _fragment_message(
+    setup: ActorSetup,
+    collector: SyncUnroller | DoubleBufferedUnroller,
+    *,
+    buffer: int,
+    version: int,
+    num_old_rows: int,
+    collect_s: float,
+) -> FragmentMessage:
+    """The report of a fragment just written to ``buffer``, with the episodes that ended
+    in it (their env ids made global)."""
+    episodes = collector.pop_episodes()
+    offset = setup.env_id_offset
+    return FragmentMessage(
+        actor_id=setup.actor_id,
+        buffer=buffer,
+        version=version,
+        num_old_rows=num_old_rows,
+        env_steps=collector.steps_per_unroll,
+        collect_s=collect_s,
+        episode_returns=episodes.returns,
+        episode_lengths=episodes.lengths,
+        episode_env_ids=[env_id + offset for env_id in episodes.env_ids],
+        episode_successes=episodes.successes,
+        clipped_actions=collector.num_clipped_actions,
+        dropped_episodes=collector.num_dropped_episodes,
+    )
+
+
 def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
     """Entry point of an actor process (see the module docstring).
 
@@ -187,25 +239,7 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
     actor_id = setup.actor_id
     collector = None
     try:
-        # Unpickling the factories imports their modules (a user's own algorithm's too),
-        # so their configurables are registered before the config is loaded.
-        make_env = cloudpickle.loads(setup.env_factory)
-        make_algorithm = cloudpickle.loads(setup.algorithm_factory)
-        if setup.config_text:
-            from alf import config as alf_config
-            from alf.configurables import (
-                ACTING_PACKAGES,
-                TRAINING_ONLY_CONFIGURABLES,
-                import_configurables,
-            )
-
-            # What an actor builds is registered; the trainer's settings are skipped.
-            import_configurables(ACTING_PACKAGES)
-            alf_config.load_config_text(
-                setup.config_text, skip_unknown=list(TRAINING_ONLY_CONFIGURABLES)
-            )
-        torch.manual_seed(setup.torch_seed)
-        collector = _build_collector(setup, make_env, make_algorithm)
+        collector = _actor_collector(setup)
         collector.on_step = lambda: channels.heartbeats.__setitem__(actor_id, time.monotonic())
         version = -1
         channels.heartbeats[actor_id] = time.monotonic()
@@ -220,22 +254,14 @@ def actor_main(setup: ActorSetup, channels: ActorChannels, parent: int) -> None:
             (segment,) = collector.collect()
             exp = segment.exp._replace(env_id=segment.exp.env_id + setup.env_id_offset)
             channels.pool.write(buffer, exp)
-            episodes = collector.pop_episodes()
-            offset = setup.env_id_offset
             channels.reports.put(
-                FragmentMessage(
-                    actor_id=actor_id,
+                _fragment_message(
+                    setup,
+                    collector,
                     buffer=buffer,
                     version=version,
                     num_old_rows=segment.num_old_rows,
-                    env_steps=collector.steps_per_unroll,
                     collect_s=time.perf_counter() - start,
-                    episode_returns=episodes.returns,
-                    episode_lengths=episodes.lengths,
-                    episode_env_ids=[env_id + offset for env_id in episodes.env_ids],
-                    episode_successes=episodes.successes,
-                    clipped_actions=collector.num_clipped_actions,
-                    dropped_episodes=collector.num_dropped_episodes,
                 )
             )
     except BaseException as err:  # noqa: BLE001 - everything is reported to the learner
