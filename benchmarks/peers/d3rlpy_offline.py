@@ -172,21 +172,29 @@ def build_algorithm(spec: dict[str, Any]) -> Any:
     return config.create(device="cpu")
 
 
-def evaluate(algo: Any, env: Any, episodes: int, seed: int) -> list[float]:
-    """Returns of ``episodes`` greedy episodes (``predict``), the first reset seeded."""
+def _episode_return(algo: Any, env: Any, seed: int | None) -> float:
+    """The return of one greedy episode (``predict``) from ``env.reset(seed=seed)``."""
     import numpy as np
 
-    returns = []
-    for i in range(episodes):
-        observation, _ = env.reset(seed=seed if i == 0 else None)
-        total, done = 0.0, False
-        while not done:
-            action = algo.predict(np.asarray(observation, dtype=np.float32)[None])[0]
-            observation, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
-    return returns
+    observation, _ = env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        action = algo.predict(np.asarray(observation, dtype=np.float32)[None])[0]
+        observation, reward, terminated, truncated, _ = env.step(action)
+        total += float(reward)
+        done = terminated or truncated
+    return total
+
+
+def evaluate(algo: Any, env: Any, episodes: int, seed: int) -> list[float]:
+    """Returns of ``episodes`` greedy episodes, the first reset seeded."""
+    return [_episode_return(algo, env, seed if i == 0 else None) for i in range(episodes)]
+
+
+def evaluate_seeded(algo: Any, env: Any, seeds: list[int]) -> list[float]:
+    """Returns of greedy episodes from the resets seeded ``seeds``, one episode each (the
+    benchmark's matched final evaluation: the same starts for both frameworks)."""
+    return [_episode_return(algo, env, seed) for seed in seeds]
 
 
 def run_inside(spec_path: str, out: str) -> None:
@@ -257,12 +265,14 @@ def run_inside(spec_path: str, out: str) -> None:
             flush=True,
         )
         tick = time.perf_counter()
+    matched = evaluate_seeded(algo, env, list(spec.get("matched_seeds", [])))
     result = {
         "framework": "d3rlpy",
         "algo": spec["algo"],
         "seed": seed,
         "steps": steps,
         "evaluations": evaluations,
+        "matched_returns": matched,
         "train_s": train_s,
         "eval_s": eval_s,
         "setup_s": setup_s,

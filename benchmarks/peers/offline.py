@@ -17,17 +17,22 @@ d3rlpy's config fields (``--show_mapping`` prints the table) and refuses a bindi
 has no mapping for, or a value d3rlpy cannot express, so a changed config never runs
 against an unchanged peer unnoticed.
 
-Reported per algorithm and framework: the final evaluation return (the last
-evaluation's average over its episodes) as IQM over seeds with a 95% stratified
-bootstrap interval (:func:`alf.experiments.stats.iqm_interval_estimates`), the same for
-the D4RL-normalised score ``100 (R - random) / (expert - random)`` when the dataset's
-metadata has Minari's ``ref_min_score``/``ref_max_score``, and updates/s: gradient
-steps over the time spent in them (sampling, data transformation, losses, optimizer
-steps, target updates; ALF's ``train_time_s`` of ``progress.jsonl``, d3rlpy's
-``fitter`` loop timed between evaluations; neither includes evaluation or setup), with
-the ALF/d3rlpy ratio of each seed's back-to-back pair. ``uptime`` is printed before and
-after every run. Raw numbers: ``<root_dir>/results.json``. A run whose result is in
-``<root_dir>`` already is not run again (``--rerun`` runs it anyway).
+Reported per algorithm and framework: the final return as IQM over seeds with a 95%
+stratified bootstrap interval (:func:`alf.experiments.stats.iqm_interval_estimates`).
+The final return is a matched evaluation: after training, each run's final greedy policy
+plays ``--matched_episodes`` episodes from the resets seeded ``MATCHED_SEED + i``, the
+same starts for every run of both frameworks, so the spread of start states (large on
+Pendulum) is not a difference between them (``--matched_episodes=0``: the last
+in-training evaluation's average, whose starts differ between the frameworks); the
+in-training evaluations give the curves. The same for the D4RL-normalised score
+``100 (R - random) / (expert - random)`` when the dataset's metadata has Minari's
+``ref_min_score``/``ref_max_score``, and updates/s: gradient steps over the time spent
+in them (sampling, data transformation, losses, optimizer steps, target updates; ALF's
+``train_time_s`` of ``progress.jsonl``, d3rlpy's ``fitter`` loop timed between
+evaluations; neither includes evaluation or setup), with the ALF/d3rlpy ratio of each
+seed's back-to-back pair. ``uptime`` is printed before and after every run. Raw numbers:
+``<root_dir>/results.json``. A run whose result is in ``<root_dir>`` already is not run
+again (``--rerun`` runs it anyway).
 
 Usage::
 
@@ -76,6 +81,8 @@ EXAMPLES = REPO / "alf" / "examples"
 PEER = Path(__file__).resolve().parent / "d3rlpy_offline.py"
 FRAMEWORKS = ("alf", "d3rlpy")
 RUN_ENV = {"TQDM_DISABLE": "1", "PYTHONPATH": str(REPO)}  # both frameworks' runs
+MATCHED_SEED = 1_000_000
+"""The reset seed of the first matched final episode (``MATCHED_SEED + i`` for the i-th)."""
 
 
 def alf_settings(algo: str, conf_params: Sequence[str]) -> dict[str, Any]:
@@ -149,6 +156,53 @@ class RunSetup:
     root: Path
     python: str | None
     timeout_s: float
+    matched_episodes: int = 0
+
+    @property
+    def matched_seeds(self) -> list[int]:
+        """The reset seeds of the matched final evaluation's episodes."""
+        return [MATCHED_SEED + i for i in range(self.matched_episodes)]
+
+
+def alf_matched_returns(run_dir: str, env_id: str, seeds: Sequence[int]) -> list[float]:
+    """Returns of the run's final greedy policy (``alf.load(run_dir).policy``, as
+    ``alf.bin.play`` acts) in ``gymnasium.make(env_id)``, one episode from each seeded
+    reset (run in a worker process: :func:`_alf_matched_returns`)."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    import alf
+
+    torch.set_num_threads(1)
+    policy = alf.load(run_dir).policy
+    env = gym.make(env_id)
+    returns = []
+    for seed in seeds:
+        observation, _ = env.reset(seed=seed)
+        policy.reset()
+        total, done = 0.0, False
+        while not done:
+            action = np.asarray(policy(np.asarray(observation, dtype=np.float32)))
+            observation, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return returns
+
+
+def _alf_matched_returns(setup: RunSetup, run_dir: Path) -> list[float] | None:
+    """:func:`alf_matched_returns` in a fresh worker process (None if not asked for)."""
+    if not setup.matched_episodes:
+        return None
+    argv = [
+        str(Path(__file__).resolve()),
+        f"--worker_matched_eval={run_dir}",
+        f"--env={setup.env}",
+        f"--matched_episodes={setup.matched_episodes}",
+    ]
+    return run_worker(argv, timeout_s=setup.timeout_s)["returns"]
 
 
 def run_alf(setup: RunSetup, algo: str, seed: int) -> dict[str, Any]:
@@ -203,7 +257,10 @@ def run_alf(setup: RunSetup, algo: str, seed: int) -> dict[str, Any]:
                 }
             )
     steps_done = evaluations[-1]["step"] if evaluations else 0
-    return _summary("alf", algo, seed, rc, wall, steps_done, train_s, evaluations, log, setup)
+    matched = _alf_matched_returns(setup, root) if rc == 0 else None
+    return _summary(
+        "alf", algo, seed, rc, wall, steps_done, train_s, evaluations, log, setup, matched
+    )
 
 
 def run_d3rlpy(setup: RunSetup, algo: str, seed: int, d3_spec: dict[str, Any]) -> dict[str, Any]:
@@ -226,6 +283,7 @@ def run_d3rlpy(setup: RunSetup, algo: str, seed: int, d3_spec: dict[str, Any]) -
         "action_high": setup.dataset.action_high,
         "torch_num_threads": 1,
         "d3rlpy": d3_spec,
+        "matched_seeds": setup.matched_seeds,
     }
     (root / "spec.json").write_text(json.dumps(spec, indent=1))
     cmd = [setup.python, str(PEER), f"--spec={root / 'spec.json'}", f"--out={root}"]
@@ -237,7 +295,17 @@ def run_d3rlpy(setup: RunSetup, algo: str, seed: int, d3_spec: dict[str, Any]) -
     evaluations = result.get("evaluations", [])
     steps_done = evaluations[-1]["step"] if evaluations else 0
     summary = _summary(
-        "d3rlpy", algo, seed, rc, wall, steps_done, result.get("train_s"), evaluations, log, setup
+        "d3rlpy",
+        algo,
+        seed,
+        rc,
+        wall,
+        steps_done,
+        result.get("train_s"),
+        evaluations,
+        log,
+        setup,
+        result.get("matched_returns") or None,
     )
     summary["versions"] = result.get("versions")
     return summary
@@ -254,20 +322,25 @@ def _summary(
     evaluations: list[dict[str, Any]],
     log: Path,
     setup: RunSetup,
+    matched: list[float] | None,
 ) -> dict[str, Any]:
-    final = evaluations[-1]["average_return"] if evaluations else None
+    last = evaluations[-1]["average_return"] if evaluations else None
+    final = sum(matched) / len(matched) if matched else last
+    complete = rc == 0 and steps == setup.steps
     return {
         "framework": framework,
         "algo": algo,
         "seed": seed,
         "returncode": rc,
-        "complete": rc == 0 and steps == setup.steps,
+        "complete": complete and len(matched or ()) == setup.matched_episodes,
         "steps": steps,
         "wall_s": round(wall, 1),
         "train_s": train_s,
         "updates_per_s": steps / train_s if train_s else None,
         "final_return": final,
         "final_normalized": normalized(setup.dataset, final),
+        "last_eval_return": last,
+        "matched_returns": matched,
         "curve": [(e["step"], e["average_return"]) for e in evaluations],
         "evaluations": evaluations,
         "log": str(log),
@@ -352,11 +425,13 @@ def summarize(runs: list[dict[str, Any]], algos: Sequence[str]) -> tuple[dict[st
 # --------------------------------------------------------------------------- main
 
 
-def _cached(path: Path, steps: int) -> dict[str, Any] | None:
+def _cached(path: Path, steps: int, matched_episodes: int) -> dict[str, Any] | None:
     if not path.exists():
         return None
     result = json.loads(path.read_text())
-    return result if result.get("complete") and result.get("steps") == steps else None
+    matched = len(result.get("matched_returns") or ())
+    done = result.get("complete") and result.get("steps") == steps
+    return result if done and matched == matched_episodes else None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -369,6 +444,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=10_000, help="gradient steps per run")
     parser.add_argument("--eval_interval", type=int, default=2_000, help="steps per evaluation")
     parser.add_argument("--eval_episodes", type=int, default=10)
+    parser.add_argument(
+        "--matched_episodes",
+        type=int,
+        default=100,
+        help="episodes of the matched final evaluation (same seeded starts for every run)",
+    )
     parser.add_argument("--root_dir", default="/tmp/offline_bench")
     parser.add_argument("--venv", default=None, help="d3rlpy's venv (default: the peer's)")
     parser.add_argument(
@@ -383,10 +464,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rerun", action="store_true", help="run again runs already done")
     parser.add_argument("--show_mapping", action="store_true", help="print the mapping, exit")
     parser.add_argument("--worker_settings", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--worker_matched_eval", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.worker_settings:
         emit_result(read_alf_settings(args.worker_settings, args.conf_param))
+        return
+    if args.worker_matched_eval:
+        seeds = [MATCHED_SEED + i for i in range(args.matched_episodes)]
+        emit_result({"returns": alf_matched_returns(args.worker_matched_eval, args.env, seeds)})
         return
     algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     for algo in algos:
@@ -423,6 +509,7 @@ def main(argv: list[str] | None = None) -> None:
         root=root,
         python=python,
         timeout_s=args.timeout_s,
+        matched_episodes=args.matched_episodes,
     )
     results: dict[str, Any] = {
         "machine": machine_info(("torch", "gymnasium", "numpy", "mujoco")),
@@ -432,6 +519,8 @@ def main(argv: list[str] | None = None) -> None:
         "steps": args.steps,
         "eval_interval": args.eval_interval,
         "eval_episodes": args.eval_episodes,
+        "matched_episodes": args.matched_episodes,
+        "matched_seed": MATCHED_SEED,
         "conf_params": args.conf_param,
         "d3rlpy_specs": specs,
         "mapping": mappings,
@@ -447,7 +536,7 @@ def main(argv: list[str] | None = None) -> None:
                 if framework not in frameworks:
                     continue
                 cache = root / algo / f"{framework}_seed{seed}.result.json"
-                result = None if args.rerun else _cached(cache, args.steps)
+                result = None if args.rerun else _cached(cache, args.steps, args.matched_episodes)
                 if result is None:
                     before = uptime()
                     if framework == "alf":
