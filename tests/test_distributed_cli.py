@@ -304,6 +304,18 @@ def test_torchrun_stops_the_run_when_a_rank_is_killed(tmp_path):
                 "TrainerConfig.num_iterations=40",
             ),
         ),
+        # Several policies (one per agent): each learning policy's gradients averaged
+        # over the ranks by its own DDP, the policies updated in the same order.
+        (
+            "ppo_simple_spread.gin",
+            (
+                "policy_mapping.mapping='per_agent'",
+                "create_environment.num_parallel_environments=12",
+                "PPOAlgorithm.mini_batch_size=50",
+                "PPOAlgorithm.num_epochs=2",
+                "TrainerConfig.num_iterations=4",
+            ),
+        ),
         # Updates that leave the actor without a gradient need find_unused_parameters.
         (
             "td3_pendulum.gin",

@@ -241,6 +241,12 @@ class MultiPolicyAlgorithm(RLAlgorithm):
         return ((n, a) for n, a in self.policies.items() if n not in self.frozen)
 
     @property
+    def learning_policies(self) -> dict[str, RLAlgorithm]:
+        """The policies that are not frozen, by name: each makes its own updates (a
+        data-parallel run averages each one's gradients over the ranks separately)."""
+        return dict(self._learning())
+
+    @property
     def optimizer(self) -> torch.optim.Optimizer:  # type: ignore[override]
         """The first learning policy's optimizer (each learning policy has its own; see
         :meth:`checkpoint_state`)."""
@@ -259,9 +265,13 @@ class MultiPolicyAlgorithm(RLAlgorithm):
             algorithm.set_progress(progress)
 
     def configure_training(self, **kwargs: Any) -> None:
+        """Configures every policy alike, without data parallelism: each learning policy
+        makes its own updates, so each needs its own ``data_parallel`` (over its own
+        parameters; :func:`alf.trainers.data_parallel.enable_data_parallel` gives them)."""
         if kwargs.get("data_parallel") is not None:
             raise ValueError(
-                "several policies in one run are not supported in data-parallel runs yet"
+                "MultiPolicyAlgorithm: one data_parallel for all policies; configure each of "
+                "learning_policies with its own"
             )
         for algorithm in self.policies.values():
             algorithm.configure_training(**kwargs)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from absl import logging
 
+from alf.algorithms.multi_policy import MultiPolicyAlgorithm
 from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
 from alf.algorithms.on_policy_algorithm import OnPolicyAlgorithm
 from alf.algorithms.rl_algorithm import RLAlgorithm
@@ -90,8 +91,17 @@ class Ranks:
         return total_stop > 0, total_target > 0
 
 
+def _learners(algorithm: RLAlgorithm) -> list[RLAlgorithm]:
+    """The algorithms that make updates: each learning policy of a run with several
+    policies, else ``algorithm`` itself."""
+    if isinstance(algorithm, MultiPolicyAlgorithm):
+        return list(algorithm.learning_policies.values())
+    return [algorithm]
+
+
 def divide_mini_batch(algorithm: RLAlgorithm, context: DistributedContext) -> None:
-    """Gives ``algorithm`` this rank's share of its ``mini_batch_size``.
+    """Gives ``algorithm`` (each learning policy of a run with several) this rank's share
+    of its ``mini_batch_size``.
 
     An on-policy algorithm divides its own
     (:meth:`~alf.algorithms.OnPolicyAlgorithm.share_mini_batch`); an off-policy one gets
@@ -100,12 +110,13 @@ def divide_mini_batch(algorithm: RLAlgorithm, context: DistributedContext) -> No
     Raises:
         ValueError: a ``mini_batch_size`` not divisible by the number of ranks.
     """
-    if isinstance(algorithm, OnPolicyAlgorithm):
-        algorithm.share_mini_batch(context.world_size)
-    elif isinstance(algorithm, OffPolicyAlgorithm):
-        algorithm.mini_batch_size = context.share(
-            algorithm.mini_batch_size, f"{type(algorithm).__name__}.mini_batch_size"
-        )
+    for learner in _learners(algorithm):
+        if isinstance(learner, OnPolicyAlgorithm):
+            learner.share_mini_batch(context.world_size)
+        elif isinstance(learner, OffPolicyAlgorithm):
+            learner.mini_batch_size = context.share(
+                learner.mini_batch_size, f"{type(learner).__name__}.mini_batch_size"
+            )
 
 
 def enable_data_parallel(
@@ -118,19 +129,25 @@ def enable_data_parallel(
     """Makes ``algorithm`` train as one replica of a data-parallel run.
 
     Every rank gets rank 0's parameters and buffers; the data transformers' statistics
-    combine all ranks' batches; and losses run inside DDP, so gradients are averaged.
+    combine all ranks' batches; and losses run inside DDP, so gradients are averaged: in a
+    run with several policies, each learning policy's over the ranks separately (its own
+    DDP over its own parameters; every rank updates the policies in the same order).
     Call it on every rank, after the algorithm is on its device and restored.
     """
     context.broadcast_module(algorithm)
     algorithm.data_transformer.set_sum_over_ranks(
         lambda t: context.sum_tensor(t, what="the data transformers' statistics update")
     )
-    data_parallel = DataParallelLoss(
-        parameters=algorithm.optimized_parameters,
-        context=context,
-        find_unused_parameters=find_unused_parameters,
-    )
-    algorithm.configure_training(data_parallel=data_parallel, mixed_precision=mixed_precision)
+    learners = _learners(algorithm)
+    if learners != [algorithm]:  # the frozen policies too
+        algorithm.configure_training(mixed_precision=mixed_precision)
+    for learner in learners:
+        data_parallel = DataParallelLoss(
+            parameters=learner.optimized_parameters,
+            context=context,
+            find_unused_parameters=find_unused_parameters,
+        )
+        learner.configure_training(data_parallel=data_parallel, mixed_precision=mixed_precision)
     if context.is_main:
         logging.info("Data-parallel training on %d ranks (%s)", context.world_size, context.backend)
 
