@@ -204,7 +204,7 @@ def test_ppo_intrinsic_targets_are_non_episodic_with_their_own_discount() -> Non
     )
     torch.testing.assert_close(info.advantage, 2.0 * ext_adv + 1.0 * int_adv)
     stats = algorithm.trajectory_statistics(processed, torch.ones(5, 3, dtype=torch.bool))
-    assert {"intrinsic/bonus_mean", "intrinsic/return_std", "explained_variance"} <= set(stats)
+    assert {"intrinsic/bonus_mean", "intrinsic/bonus_scale", "explained_variance"} <= set(stats)
 
 
 @pytest.mark.parametrize("cls", [PPOAlgorithm, AppoAlgorithm], ids=["ppo", "appo"])

@@ -249,12 +249,19 @@ class IntrinsicReward(nn.Module):
 
     def bonus_statistics(self, raw: torch.Tensor, bonus: torch.Tensor) -> dict[str, torch.Tensor]:
         """``intrinsic/bonus_raw_mean``, ``intrinsic/bonus_mean``, ``intrinsic/bonus_max``
-        and ``intrinsic/return_std`` (the std the bonus was divided by)."""
+        and ``intrinsic/bonus_scale``: the std the raw bonus was divided by (of the
+        discounted intrinsic returns on-policy, of the raw bonus itself in SAC; 1 without
+        ``normalize_reward``)."""
+        scale = (
+            self.reward_normalizer.returns.std.to(torch.float32)
+            if self.normalize_reward
+            else raw.new_ones((), dtype=torch.float32)
+        )
         return {
             "intrinsic/bonus_raw_mean": raw.mean(),
             "intrinsic/bonus_mean": bonus.mean(),
             "intrinsic/bonus_max": bonus.max(),
-            "intrinsic/return_std": self.reward_normalizer.returns.std.to(torch.float32),
+            "intrinsic/bonus_scale": scale,
         }
 
     def weighted_loss(
