@@ -21,7 +21,7 @@ from alf.algorithms.factory import make_algorithm  # noqa: E402
 from alf.algorithms.policy import Policy  # noqa: E402
 from alf.algorithms.ppo import PPOAlgorithm  # noqa: E402
 from alf.environments.pettingzoo_games import game_info  # noqa: E402
-from alf.environments.pettingzoo_turns import TurnBasedEnvironment  # noqa: E402
+from alf.environments.pettingzoo_turns import TurnBasedEnvironment, resolve_opponent  # noqa: E402
 from alf.trainers.league import League, frozen_policy_maker, performance_rating  # noqa: E402
 from alf.trainers.self_play import SelfPlay  # noqa: E402
 
@@ -52,7 +52,10 @@ def _make_policy() -> Callable[[str], Policy]:
 
 
 def _league(**settings: object) -> League:
-    return League(settings=SelfPlay(**settings), make_policy=_make_policy())
+    settings = SelfPlay(**settings)
+    info = game_info(CONNECT_FOUR)
+    fixed = {name: resolve_opponent(name, info) for name in settings.fixed_opponents}
+    return League(settings=settings, make_policy=_make_policy(), fixed_opponents=fixed)
 
 
 def _learner() -> object:
@@ -92,6 +95,33 @@ def test_pfsp_draws_the_snapshots_the_learner_loses_to() -> None:
         "action_mask": np.eye(7, dtype=np.int8)[2],
     }
     assert int(opponent(board, rng)) == 2
+
+
+def test_a_share_of_the_games_is_played_against_fixed_opponents() -> None:
+    league = _league(fixed_opponents=("random", "heuristic"), fixed_opponent_share=0.25)
+    league.add("a", _learner())
+    rng = np.random.default_rng(0)
+    drawn = [league.draw(rng)[0] for _ in range(2000)]
+    fixed = [name for name in drawn if name.startswith("fixed/")]
+    assert set(drawn) == {"league/a", "fixed/random", "fixed/heuristic"}
+    assert abs(len(fixed) / len(drawn) - 0.25) < 0.03
+    assert abs(fixed.count("fixed/random") / len(fixed) - 0.5) < 0.06
+    # The heuristic wins now when it can: column 3 completes four in a row.
+    board = np.zeros((6, 7, 2), np.int8)
+    board[5, 0:3, 0] = 1  # the mover's three pieces on the bottom row
+    observation = {"observation": board, "action_mask": np.ones(7, np.int8)}
+    heuristic = next(
+        op for name, op in (league.draw(rng) for _ in range(50)) if name == "fixed/heuristic"
+    )
+    assert int(heuristic(observation, rng)) == 3
+    for result in (1.0, -1.0, 0.0, 1.0):
+        league.record("fixed/heuristic", result)
+    assert league.scalars()["league/vs_heuristic/win_rate"] == pytest.approx(0.625)
+    assert "league/vs_random/win_rate" not in league.scalars()  # none finished yet
+    with pytest.raises(ValueError, match="SelfPlay.fixed_opponents"):
+        SelfPlay(fixed_opponent_share=0.5)
+    with pytest.raises(ValueError, match="SelfPlay.fixed_opponent_share"):
+        SelfPlay(fixed_opponents=("random",), fixed_opponent_share=1.5)
 
 
 def test_a_snapshot_is_a_copy_that_does_not_follow_the_learner() -> None:

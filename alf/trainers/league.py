@@ -27,6 +27,7 @@ from alf.trainers.evaluator import EvalResult, Evaluator
 from alf.trainers.self_play import SelfPlay
 
 __all__ = [
+    "FIXED_PREFIX",
     "LEAGUE_PREFIX",
     "RESULT_WINDOW",
     "FixedOpponentEvaluation",
@@ -45,6 +46,9 @@ RESULT_WINDOW = 200
 
 LEAGUE_PREFIX = "league/"
 """Checkpoint entries of the league's snapshots: ``league/<name>``."""
+
+FIXED_PREFIX = "fixed/"
+"""The names of the games drawn against ``SelfPlay.fixed_opponents``: ``fixed/<name>``."""
 
 
 class SelfPlayError(UserError, ValueError):
@@ -114,12 +118,21 @@ class League:
         settings: the run's :class:`SelfPlay`.
         make_policy: builds a new frozen policy of the run's algorithm (its parameters
             are then loaded).
+        fixed_opponents: ``SelfPlay.fixed_opponents`` resolved, by name.
     """
 
-    def __init__(self, *, settings: SelfPlay, make_policy: Callable[[str], Policy]) -> None:
+    def __init__(
+        self,
+        *,
+        settings: SelfPlay,
+        make_policy: Callable[[str], Policy],
+        fixed_opponents: dict[str, Opponent],
+    ) -> None:
         self.settings = settings
         self._make_policy = make_policy
         self.members: list[_Member] = []
+        self._fixed = fixed_opponents
+        self._fixed_results = {name: deque(maxlen=RESULT_WINDOW) for name in fixed_opponents}
 
     def add(self, name: str, source: Any) -> None:
         """Adds a snapshot named ``name`` of ``source`` (an algorithm to copy the
@@ -135,7 +148,13 @@ class League:
         del self.members[: -self.settings.max_members]
 
     def draw(self, rng: np.random.Generator) -> tuple[str, Opponent]:
-        """The snapshot a new game is played against (see the module docstring)."""
+        """The snapshot a new game is played against (see the module docstring), or
+        with probability ``fixed_opponent_share`` one of the fixed opponents."""
+        share = self.settings.fixed_opponent_share
+        if share > 0 and rng.random() < share:
+            names = sorted(self._fixed)
+            name = names[int(rng.integers(len(names)))]
+            return FIXED_PREFIX + name, self._fixed[name]
         if self.settings.sampling == "latest":
             member = self.members[-1]
         elif self.settings.sampling == "uniform":
@@ -147,11 +166,12 @@ class League:
 
     def record(self, name: str, learner_return: float) -> None:
         """Counts a finished game (a positive return is a win, zero a draw)."""
+        score = 1.0 if learner_return > 0 else 0.5 if learner_return == 0 else 0.0
+        if name.startswith(FIXED_PREFIX):
+            self._fixed_results[name[len(FIXED_PREFIX) :]].append(score)
         for member in self.members:
             if LEAGUE_PREFIX + member.name == name:
-                member.results.append(
-                    1.0 if learner_return > 0 else 0.5 if learner_return == 0 else 0.0
-                )
+                member.results.append(score)
 
     def states(self) -> dict[str, dict[str, Any]]:
         """The snapshots' parameters for a checkpoint, as ``league/<name>`` entries."""
@@ -164,11 +184,15 @@ class League:
                 self.add(key[len(LEAGUE_PREFIX) :], state)
 
     def scalars(self) -> dict[str, float]:
-        """The league's size and the learner's mean win rate against it."""
+        """The league's size, the learner's mean win rate against it and against each
+        fixed training opponent (wins 1, draws 0.5, over its last games)."""
         played = [m.win_rate for m in self.members if m.results]
         stats = {"league/members": float(len(self.members))}
         if played:
             stats["league/win_rate"] = float(np.mean(played))
+        for name, results in self._fixed_results.items():
+            if results:
+                stats[f"league/vs_{name}/win_rate"] = float(np.mean(results))
         return stats
 
 
@@ -357,7 +381,13 @@ class SelfPlayRun:
     ) -> None:
         game = check_self_play_env(env)
         self.settings = settings
-        self.league = League(settings=settings, make_policy=make_policy)
+        self.league = League(
+            settings=settings,
+            make_policy=make_policy,
+            fixed_opponents={
+                name: resolve_opponent(name, game.info) for name in settings.fixed_opponents
+            },
+        )
         self.league.restore(saved)
         if not self.league.members:
             self.league.add(f"iteration-{iteration}", learner)

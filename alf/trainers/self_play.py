@@ -11,6 +11,11 @@ kept (the oldest dropped). Each game draws its opponent from the league:
   are drawn more (weight ``(1 - p) ** 2 + 0.05`` for a win rate ``p``, from the last
   ``RESULT_WINDOW`` games against it).
 
+A share of the training games (``fixed_opponent_share``) can instead be played against
+fixed opponents (``fixed_opponents``, drawn uniformly; e.g. the game's heuristic), so
+that the learner also meets the positions such players lead to; the league's summaries
+then give the learner's training win rate against each (``league/vs_<name>/win_rate``).
+
 Snapshots act by sampling their policy (``sample_moves``) or greedily. Their parameters
 are saved in the run's checkpoints (entries ``league/<name>``), so a resumed run plays the
 same league; the win counts restart.
@@ -48,6 +53,10 @@ class SelfPlay:
         sample_moves: snapshots sample their moves from their policy (else greedy).
         eval_opponents: fixed opponents the learner is evaluated against.
         eval_games: games against each fixed opponent as each seat per evaluation.
+        fixed_opponents: fixed opponents (names as ``eval_opponents``) some training
+            games are played against instead of the league.
+        fixed_opponent_share: the probability that a training game is played against
+            one of ``fixed_opponents`` (uniformly drawn), in ``[0, 1]``.
     """
 
     snapshot_interval: int = 10
@@ -56,6 +65,8 @@ class SelfPlay:
     sample_moves: bool = True
     eval_opponents: tuple[str, ...] = ("random", "heuristic")
     eval_games: int = 100
+    fixed_opponents: tuple[str, ...] = ()
+    fixed_opponent_share: float = 0.0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.snapshot_interval, int) and self.snapshot_interval >= 1):
@@ -66,3 +77,12 @@ class SelfPlay:
             raise invalid_value("SelfPlay.sampling", self.sampling, f"one of {SAMPLINGS}")
         if not (isinstance(self.eval_games, int) and self.eval_games >= 1):
             raise invalid_value("SelfPlay.eval_games", self.eval_games, "an int >= 1")
+        share = self.fixed_opponent_share
+        if not (isinstance(share, int | float) and 0.0 <= share <= 1.0):
+            raise invalid_value("SelfPlay.fixed_opponent_share", share, "a number in [0, 1]")
+        if share > 0 and not self.fixed_opponents:
+            raise invalid_value(
+                "SelfPlay.fixed_opponents",
+                self.fixed_opponents,
+                "one name at least when fixed_opponent_share > 0",
+            )
