@@ -8,10 +8,18 @@ import json
 from pathlib import Path
 
 import pytest
-from test_plot_report import REPS, _config, _table_row, sweep, write_run  # noqa: F401
+from helpers_plot_runs import make_sweep, run_bindings, table_row, write_run
 
 from alf.bin import report as report_cli
 from alf.experiments.runs import group_runs, load_runs
+
+REPS = 2000
+
+
+@pytest.fixture()
+def sweep(tmp_path: Path) -> Path:
+    """Two CartPole PPO grid points and one Pendulum SAC config, 3 seeds each."""
+    return make_sweep(tmp_path)
 
 
 def test_report_episode_std_and_probability_of_improvement(
@@ -24,7 +32,7 @@ def test_report_episode_std_and_probability_of_improvement(
         for seed, value in enumerate(values):
             path = write_run(
                 tmp_path / "cmp" / name / f"seed-{seed}",
-                bindings=_config("CartPole-v1", "PPOAlgorithm", seed, **{"X.y": repr(name)}),
+                bindings=run_bindings("CartPole-v1", "PPOAlgorithm", seed, **{"X.y": repr(name)}),
                 evals=[(1000, 5.0, value)],
             )
             records = [
@@ -34,7 +42,7 @@ def test_report_episode_std_and_probability_of_improvement(
             (path / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert report_cli.main([str(tmp_path / "cmp"), f"--reps={REPS}"]) == 0
     out = capsys.readouterr().out
-    good = _table_row(out, "good")
+    good = table_row(out, "good")
     assert "too few" not in good[6] and good[7] == "4.00"  # mean of 2..6
     # P(bad > good): 12.5 beats 10, 11 and 12: 3 of 25 pairs, no ties.
     row = next(line for line in out.splitlines() if line.startswith("| bad | good |"))
@@ -54,7 +62,7 @@ def test_report_episode_std_and_probability_of_improvement(
     assert "needs 5+ seeds in at least two groups" in out
 
 
-def test_plot_legend_says_when_a_band_rests_on_too_few_seeds(sweep: Path) -> None:  # noqa: F811
+def test_plot_legend_says_when_a_band_rests_on_too_few_seeds(sweep: Path) -> None:
     from alf.experiments.plotting import curve_label, group_curves
 
     curves, _ = group_curves(group_runs(load_runs([str(sweep)])), x="env_steps")
