@@ -11,7 +11,6 @@ import traceback
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 from helpers_cli import free_port
@@ -32,6 +31,7 @@ from alf.utils.distributed import (
     is_communication_error,
     parameter_digest,
     resolve_device,
+    shutdown_distributed,
 )
 
 WORLD_SIZE = 2
@@ -62,7 +62,7 @@ def _rank_main(rank: int, port: int, results: mp.Queue) -> None:
     try:
         context = init_distributed(device=torch.device("cpu"), timeout_s=30)
         out = _rank_checks(rank, context)
-        dist.destroy_process_group()
+        shutdown_distributed(context, finished=True)
     except BaseException:  # reported to the test
         out = {"error": traceback.format_exc()}
     # Plain pickling: tensors by value, not as shared memory of a process about to end.
@@ -76,9 +76,8 @@ def _rank_checks(rank: int, context: DistributedContext) -> dict:
         with torch.no_grad():
             algorithm.net.weight.add_(1.0)
     context.broadcast_module(algorithm)
-    algorithm.configure_training(
-        data_parallel=DataParallelLoss(parameters=algorithm.optimized_parameters, context=context)
-    )
+    data_parallel = DataParallelLoss(parameters=algorithm.optimized_parameters, context=context)
+    algorithm.configure_training(data_parallel=data_parallel)
     out["initial"] = parameter_digest(algorithm)
 
     # 1. One update averages the ranks' gradients.
@@ -139,6 +138,14 @@ def _rank_checks(rank: int, context: DistributedContext) -> dict:
         )
         stats = ppo.train_from_unroll(exp)
         out["ppo"][recurrent] = (parameter_digest(ppo), float(stats["skipped"]))
+
+    # 8. A released loss (its run closed) refuses to compute instead of training alone.
+    data_parallel.release()
+    try:
+        algorithm.compute_loss(algorithm.loss, x, y)
+        out["released"] = None
+    except RuntimeError as err:
+        out["released"] = str(err)
     return out
 
 
@@ -244,6 +251,12 @@ def test_diverged_parameters_are_reported(rank_results):
     for rank in (0, 1):
         message = rank_results[rank]["divergence"]
         assert message and "diverged" in message and "compute_loss" in message
+
+
+def test_a_released_data_parallel_loss_is_refused(rank_results):
+    for rank in (0, 1):
+        message = rank_results[rank]["released"]
+        assert message and "release()" in message
 
 
 def test_a_backward_outside_compute_loss_is_refused(rank_results):

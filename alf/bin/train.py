@@ -115,8 +115,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     trainer, context = _build_trainer(args, root_dir)
     if interrupts:
         trainer.request_stop()
+    finished = False
     try:
         result = trainer.train()
+        finished = True
     except AlfError as err:
         _report_failure(err, _ranked(str(err), context), err.exit_code, args.traceback)
     except RuntimeError as err:
@@ -129,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(message, EXIT_TRAINING_ERROR, root_dir if trainer.is_main else None)
     finally:
         trainer.close()
-        distributed.shutdown_distributed()
+        distributed.shutdown_distributed(context, finished=finished)
     summary = _summary_line(result, root_dir)
     if context is not None:
         summary = f"rank {context.rank}: {summary}; parameters sha256 " + (

@@ -125,7 +125,7 @@ def enable_data_parallel(
     *,
     find_unused_parameters: bool,
     mixed_precision: str | None,
-) -> None:
+) -> list[DataParallelLoss]:
     """Makes ``algorithm`` train as one replica of a data-parallel run.
 
     Every rank gets rank 0's parameters and buffers; the data transformers' statistics
@@ -133,6 +133,10 @@ def enable_data_parallel(
     run with several policies, each learning policy's over the ranks separately (its own
     DDP over its own parameters; every rank updates the policies in the same order).
     Call it on every rank, after the algorithm is on its device and restored.
+
+    Returns:
+        The learning policies' :class:`DataParallelLoss` objects, to be released when
+        the run closes (:meth:`DataParallelLoss.release`).
     """
     context.broadcast_module(algorithm)
     algorithm.data_transformer.set_sum_over_ranks(
@@ -141,6 +145,7 @@ def enable_data_parallel(
     learners = _learners(algorithm)
     if learners != [algorithm]:  # the frozen policies too
         algorithm.configure_training(mixed_precision=mixed_precision)
+    losses = []
     for learner in learners:
         data_parallel = DataParallelLoss(
             parameters=learner.optimized_parameters,
@@ -148,8 +153,10 @@ def enable_data_parallel(
             find_unused_parameters=find_unused_parameters,
         )
         learner.configure_training(data_parallel=data_parallel, mixed_precision=mixed_precision)
+        losses.append(data_parallel)
     if context.is_main:
         logging.info("Data-parallel training on %d ranks (%s)", context.world_size, context.backend)
+    return losses
 
 
 def configure_training(
@@ -159,17 +166,21 @@ def configure_training(
     find_unused_parameters: bool,
     mixed_precision: str | None,
     compile: bool = False,  # noqa: A002 - TrainerConfig.compile
-) -> None:
+) -> list[DataParallelLoss]:
     """Configures how ``algorithm`` trains: as one replica of a data-parallel run
     (:func:`divide_mini_batch` and :func:`enable_data_parallel`) when ``context`` is
     given, otherwise alone (compiled if ``compile``); with ``mixed_precision`` either way.
+
+    Returns:
+        The :class:`DataParallelLoss` objects to release when the run closes (none when
+        training alone).
 
     Raises:
         ConfigValueError: ``compile`` in a data-parallel run.
     """
     if context is None:
         algorithm.configure_training(mixed_precision=mixed_precision, compile=compile)
-        return
+        return []
     if compile:
         raise invalid_value(
             "TrainerConfig.compile",
@@ -178,7 +189,7 @@ def configure_training(
             "are not supported yet)",
         )
     divide_mini_batch(algorithm, context)
-    enable_data_parallel(
+    return enable_data_parallel(
         algorithm,
         context,
         find_unused_parameters=find_unused_parameters,

@@ -50,7 +50,7 @@ from alf.trainers.train_report import (
 from alf.trainers.trainer_config import TrainerConfig
 from alf.trainers.training_video import TrainingVideos
 from alf.unrollers.collector import Collector
-from alf.utils.distributed import DistributedContext
+from alf.utils.distributed import DataParallelLoss, DistributedContext
 from alf.utils.summary import (
     SummaryLogger,
     record_operative_config,
@@ -121,6 +121,7 @@ class RLTrainer:
         self.unroller: Collector | None = None
         """The run's collector (sync or async; named for the unrollers it was)."""
         self._watchdog = None  # times the environments' calls (TrainerConfig.env_timeout_s)
+        self._data_parallel_losses: list[DataParallelLoss] = []  # released by close()
         self._lock = RunDirLock(root_dir=root_dir) if self.is_main else None
         try:
             self._build(config, root_dir)
@@ -183,7 +184,7 @@ class RLTrainer:
             if not config.allow_config_change:
                 check_resumed_config(resume, root_dir)
             self._restore(resume)
-        configure_training(
+        self._data_parallel_losses = configure_training(
             self.algorithm,
             context,
             find_unused_parameters=config.find_unused_parameters,
@@ -581,6 +582,8 @@ class RLTrainer:
         if self.summary is not None:
             self.summary.close()
             self.summary = None
+        for loss in self._data_parallel_losses:
+            loss.release()
         if self._lock is not None:
             # A finished run's session gives the lock file its earlier contents back.
             self._lock.release(undo_start=self.finished_before)

@@ -17,7 +17,9 @@ follows all-reduces the gradients.
 from __future__ import annotations
 
 import datetime
+import gc
 import hashlib
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -274,10 +276,30 @@ def init_distributed(*, device: torch.device, timeout_s: float) -> DistributedCo
     )
 
 
-def shutdown_distributed() -> None:
-    """Leaves the process group, if this process joined one."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+def shutdown_distributed(context: DistributedContext | None, *, finished: bool) -> None:
+    """Leaves the process group, if this process joined one.
+
+    After a run that ``finished`` on this rank, the ranks first meet at a barrier, so that
+    none tears its connections down while another still talks to it; a rank that fails
+    there only warns (its run's files are already written). Objects that still hold the
+    group (a released :class:`DataParallelLoss`'s reducer) are collected before the group
+    is destroyed, while the interpreter is fully alive: a gloo group destroyed during the
+    interpreter's own teardown can abort the process.
+
+    Args:
+        context: this rank's context (None: not a data-parallel run).
+        finished: whether this rank's run ended without an error.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if context is not None and finished:
+        try:
+            with context.communicating("the final barrier"):
+                dist.barrier(group=context.control_group)
+        except DistributedError as err:
+            logging.warning("%s", err)
+    gc.collect()
+    dist.destroy_process_group()
 
 
 class _LossModule(nn.Module):
@@ -324,10 +346,12 @@ class DataParallelLoss:
         self._flag_output: torch.Tensor | None = None
         device = self._module.nonfinite_flag.device
         with context.communicating("setting up DistributedDataParallel"):
-            self._ddp = nn.parallel.DistributedDataParallel(
-                self._module,
-                device_ids=[device] if device.type == "cuda" else None,
-                find_unused_parameters=find_unused_parameters,
+            self._ddp: nn.parallel.DistributedDataParallel | None = (
+                nn.parallel.DistributedDataParallel(
+                    self._module,
+                    device_ids=[device] if device.type == "cuda" else None,
+                    find_unused_parameters=find_unused_parameters,
+                )
             )
 
     @property
@@ -337,6 +361,8 @@ class DataParallelLoss:
 
     def __call__(self, loss_fn: Callable[..., Any], *args: Any) -> Any:
         """``loss_fn(*args)``, run as DDP's forward."""
+        if self._ddp is None:
+            raise RuntimeError("DataParallelLoss used after release() (the run was closed)")
         try:
             with self.context.communicating("DDP's forward"):
                 result, self._flag_output = self._ddp(loss_fn, *args)
@@ -368,3 +394,9 @@ class DataParallelLoss:
         with self.context.communicating("the gradient all-reduce"):
             (loss + flag_term).backward()
         return bool(flag.grad == 0)
+
+    def release(self) -> None:
+        """Drops the DDP wrapper (and with it the reducer's hold on the process group);
+        this object cannot compute losses afterwards. Idempotent."""
+        self._ddp = None
+        self._flag_output = None
