@@ -245,6 +245,34 @@ def test_clip_follows_set_progress(cart_pole):
     assert algorithm.clip == pytest.approx(0.2)
 
 
+@pytest.mark.parametrize("algorithm_class", [AppoAlgorithm, PPOAlgorithm])
+def test_only_appo_collects_without_the_value_network(cart_pole, algorithm_class):
+    """V-trace recomputes the values in training, so APPO's collection skips the (stateless,
+    separate) value network; PPO's GAE reads the collected values."""
+    torch.manual_seed(0)
+    algorithm = algorithm_class(
+        observation_spec=cart_pole.observation_spec(),
+        action_spec=cart_pole.action_spec(),
+        actor_network_ctor=SMALL_ACTOR,
+        value_network_ctor=SMALL_VALUE,
+        fused_rollout=False,
+    )
+    calls = []
+    algorithm.value_network.register_forward_hook(lambda *_: calls.append(1))
+    exp = _unroll(cart_pole, algorithm, length=8)
+    values = exp.rollout_info.value
+    assert values.shape == exp.rollout_info.log_prob.shape
+    if algorithm_class is PPOAlgorithm:
+        assert calls and bool((values != 0).any())
+        return
+    assert not calls and bool((values == 0).all())
+    other = exp._replace(rollout_info=exp.rollout_info._replace(value=torch.randn_like(values)))
+    with torch.no_grad():
+        first, second = algorithm.preprocess_experience(exp), algorithm.preprocess_experience(other)
+    for a, b in zip(nest.flatten(first), nest.flatten(second), strict=True):
+        torch.testing.assert_close(a, b)
+
+
 def test_train_from_unroll_updates_parameters_with_finite_stats(cart_pole):
     algorithm = _make(cart_pole, num_epochs=2, mini_batch_size=32, learning_rate=1e-2)
     unroller = SyncUnroller(env=cart_pole, policy=Policy(algorithm=algorithm), unroll_length=16)

@@ -115,7 +115,10 @@ def test_async_fragments_carry_the_actors_recurrent_states(cart_pole):
     finally:
         unroller.close()
     exp = trajectory.experience()
-    assert _continuing_rows(exp).all()
+    # Row 0 continues an episode unless an episode starts exactly there (its state is
+    # then reset to zeros): which fragments arrive first depends on timing.
+    continuing = exp.step_type[0] != StepType.FIRST
+    assert continuing.any() and _continuing_rows(exp)[continuing].all(), exp.step_type[0]
     with torch.no_grad():
         log_prob, value = algorithm.target_log_prob_and_value(exp)
     torch.testing.assert_close(log_prob, exp.rollout_info.log_prob, atol=1e-5, rtol=1e-5)

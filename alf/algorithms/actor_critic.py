@@ -220,6 +220,11 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
         """The separate networks' fused evaluation for collection (None without one)."""
         return self._networks.fused
 
+    uses_rollout_values: bool = True
+    """Whether training reads the values computed during collection (GAE does); an
+    algorithm that recomputes them (APPO's V-trace) sets False, and its stateless
+    networks then skip the value network while collecting (zeros stand in)."""
+
     @property
     def fused_rollout(self) -> bool:
         """Whether ``rollout_step`` evaluates the two networks together
@@ -242,7 +247,10 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
 
     def rollout_step(self, time_step: TimeStep, state: Any) -> AlgStep:
         action, log_prob, value, state = self._networks.sample(
-            time_step.observation, state, fused=self.fused_rollout
+            time_step.observation,
+            state,
+            fused=self.fused_rollout,
+            values=self.uses_rollout_values,
         )
         info = ActorCriticRolloutInfo(log_prob=log_prob, value=value)
         return AlgStep(output=action, state=state, info=info)

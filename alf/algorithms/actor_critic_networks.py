@@ -77,7 +77,7 @@ class ActorCriticNetworks(Protocol):
     def unroll(self, observation: Any, state: Any, first: torch.Tensor) -> Evaluation: ...
 
     def sample(
-        self, observation: Any, state: Any, *, fused: bool
+        self, observation: Any, state: Any, *, fused: bool, values: bool
     ) -> tuple[Any, torch.Tensor, torch.Tensor, Any]: ...
 
     def session(self) -> contextlib.AbstractContextManager[None]: ...
@@ -144,14 +144,22 @@ class SeparateNetworks:
         return dist, value, state
 
     def sample(
-        self, observation: Any, state: Any, *, fused: bool
+        self, observation: Any, state: Any, *, fused: bool, values: bool
     ) -> tuple[Any, torch.Tensor, torch.Tensor, Any]:
         """Draws the actions of one collection step: the actions, their log-probabilities,
         the values and the new state; with ``fused`` (the algorithm's ``fused_rollout``)
-        from the fused evaluation where it applies now."""
+        from the fused evaluation where it applies now. Without ``values`` (an algorithm
+        that recomputes them in training), stateless networks skip the value network and
+        return zeros in its place; a recurrent value network still steps, since its
+        state is stored with the trajectory."""
         if fused and self.fused.applies():
             action, log_prob, value = self.fused.sample(observation)
             return action, log_prob, value, state
+        if not values and self._stateless:
+            dist = self.actor(observation)
+            action = sample(dist)
+            log_prob = dist.log_prob(action)
+            return action, log_prob, torch.zeros_like(log_prob), state
         dist, value, state = self.evaluate(observation, state)
         action = sample(dist)
         return action, dist.log_prob(action), value, state
@@ -197,10 +205,11 @@ class SharedTorso:
         return dist, value, state
 
     def sample(
-        self, observation: Any, state: Any, *, fused: bool
+        self, observation: Any, state: Any, *, fused: bool, values: bool
     ) -> tuple[Any, torch.Tensor, torch.Tensor, Any]:
         """Draws the actions of one collection step: the actions, their log-probabilities,
-        the values and the new state (``fused`` is ignored: there is nothing to fuse)."""
+        the values and the new state (``fused`` and ``values`` are ignored: there is
+        nothing to fuse, and the value head costs little beside the shared torso)."""
         dist, value, state = self.evaluate(observation, state)
         action = sample(dist)
         return action, dist.log_prob(action), value, state

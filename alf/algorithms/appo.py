@@ -148,6 +148,8 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         self.clip_pg_rho = clip_pg_rho
         self._vtrace_stats: dict[str, torch.Tensor] = {}
 
+    uses_rollout_values = False  # V-trace's values are recomputed by the learner
+
     def target_log_prob_and_value(self, exp: Experience) -> tuple[torch.Tensor, torch.Tensor]:
         """The current policy's log-probabilities of ``exp``'s actions and the current
         values of its observations, for a ``[T, B]`` trajectory (both ``[T, B]``).
