@@ -264,13 +264,28 @@ def test_only_appo_collects_without_the_value_network(cart_pole, algorithm_class
     assert values.shape == exp.rollout_info.log_prob.shape
     if algorithm_class is PPOAlgorithm:
         assert calls and bool((values != 0).any())
+        assert algorithm.learner_only_state == ()
         return
     assert not calls and bool((values == 0).all())
+    assert algorithm.learner_only_state == ("value_network.",)  # actors are not sent it
     other = exp._replace(rollout_info=exp.rollout_info._replace(value=torch.randn_like(values)))
     with torch.no_grad():
         first, second = algorithm.preprocess_experience(exp), algorithm.preprocess_experience(other)
     for a, b in zip(nest.flatten(first), nest.flatten(second), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_fused_or_recurrent_collection_keeps_the_value_network_on_the_actors(cart_pole):
+    assert _make(cart_pole).learner_only_state == ()  # fused: evaluates both networks
+    recurrent_value = functools.partial(ValueNetwork, fc_layer_params=(16,), lstm_hidden_size=8)
+    appo = AppoAlgorithm(
+        observation_spec=cart_pole.observation_spec(),
+        action_spec=cart_pole.action_spec(),
+        actor_network_ctor=SMALL_ACTOR,
+        value_network_ctor=recurrent_value,
+        fused_rollout=False,
+    )
+    assert appo.learner_only_state == ()  # its state is stored with the trajectory
 
 
 def test_train_from_unroll_updates_parameters_with_finite_stats(cart_pole):

@@ -181,7 +181,11 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
                 value_network=intrinsic_value_network_ctor(input_spec=observation_spec),
                 owner=type(self).__name__,
             )
-            self.learner_only_state = ("intrinsic.",)  # trained and used on the learner
+        # State trained and used on the learner alone: asynchronous actors are not sent it.
+        learner_only = ["intrinsic."] if self.intrinsic is not None else []
+        if not self.uses_rollout_values and self._networks.skips_values(fused=self.fused_rollout):
+            learner_only.append("value_network.")
+        self.learner_only_state = tuple(learner_only)
 
     @property
     def shared_torso(self) -> bool:
@@ -223,7 +227,8 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     uses_rollout_values: bool = True
     """Whether training reads the values computed during collection (GAE does); an
     algorithm that recomputes them (APPO's V-trace) sets False, and its stateless
-    networks then skip the value network while collecting (zeros stand in)."""
+    networks then skip the value network while collecting (zeros stand in); unless
+    evaluated fused, the value network is then ``learner_only_state``."""
 
     @property
     def fused_rollout(self) -> bool:

@@ -82,6 +82,8 @@ class ActorCriticNetworks(Protocol):
 
     def session(self) -> contextlib.AbstractContextManager[None]: ...
 
+    def skips_values(self, *, fused: bool) -> bool: ...
+
 
 class SeparateNetworks:
     """An actor network and a value network, each with its own encoder.
@@ -164,6 +166,11 @@ class SeparateNetworks:
         action = sample(dist)
         return action, dist.log_prob(action), value, state
 
+    def skips_values(self, *, fused: bool) -> bool:
+        """Whether :meth:`sample` without ``values`` never runs the value network (then
+        acting never reads its parameters): stateless networks, not evaluated fused."""
+        return self._stateless and not fused
+
     def session(self) -> contextlib.AbstractContextManager[None]:
         """The fused evaluation's session (a no-op without one)."""
         if self.fused is None:
@@ -213,6 +220,10 @@ class SharedTorso:
         dist, value, state = self.evaluate(observation, state)
         action = sample(dist)
         return action, dist.log_prob(action), value, state
+
+    def skips_values(self, *, fused: bool) -> bool:
+        """Never: the value head shares the torso, so acting reads every parameter."""
+        return False
 
     def session(self) -> contextlib.AbstractContextManager[None]:
         """No session is needed."""
