@@ -296,8 +296,8 @@ def shutdown_distributed(context: DistributedContext | None, *, finished: bool) 
         try:
             with context.communicating("the final barrier"):
                 dist.barrier(group=context.control_group)
-        except DistributedError as err:
-            logging.warning("%s", err)
+        except (DistributedError, RuntimeError) as err:  # another rank failed at its end
+            logging.warning("%s", str(err).splitlines()[0] if str(err) else repr(err))
     gc.collect()
     dist.destroy_process_group()
 
