@@ -28,13 +28,18 @@ SMALL_ACTOR = functools.partial(ActorDistributionNetwork, fc_layer_params=(16,))
 SMALL_VALUE = functools.partial(ValueNetwork, fc_layer_params=(16,))
 
 
-def _make(env, **kwargs) -> AppoAlgorithm:
+def _make(
+    env,
+    algorithm_class: type[ActorCriticAlgorithm] = AppoAlgorithm,
+    value_network_ctor: functools.partial = SMALL_VALUE,
+    **kwargs,
+) -> ActorCriticAlgorithm:
     torch.manual_seed(0)
-    return AppoAlgorithm(
+    return algorithm_class(
         observation_spec=env.observation_spec(),
         action_spec=env.action_spec(),
         actor_network_ctor=SMALL_ACTOR,
-        value_network_ctor=SMALL_VALUE,
+        value_network_ctor=value_network_ctor,
         **kwargs,
     )
 
@@ -249,14 +254,7 @@ def test_clip_follows_set_progress(cart_pole):
 def test_only_appo_collects_without_the_value_network(cart_pole, algorithm_class):
     """V-trace recomputes the values in training, so APPO's collection skips the (stateless,
     separate) value network; PPO's GAE reads the collected values."""
-    torch.manual_seed(0)
-    algorithm = algorithm_class(
-        observation_spec=cart_pole.observation_spec(),
-        action_spec=cart_pole.action_spec(),
-        actor_network_ctor=SMALL_ACTOR,
-        value_network_ctor=SMALL_VALUE,
-        fused_rollout=False,
-    )
+    algorithm = _make(cart_pole, algorithm_class, fused_rollout=False)
     calls = []
     algorithm.value_network.register_forward_hook(lambda *_: calls.append(1))
     exp = _unroll(cart_pole, algorithm, length=8)
@@ -278,13 +276,7 @@ def test_only_appo_collects_without_the_value_network(cart_pole, algorithm_class
 def test_fused_or_recurrent_collection_keeps_the_value_network_on_the_actors(cart_pole):
     assert _make(cart_pole).learner_only_state == ()  # fused: evaluates both networks
     recurrent_value = functools.partial(ValueNetwork, fc_layer_params=(16,), lstm_hidden_size=8)
-    appo = AppoAlgorithm(
-        observation_spec=cart_pole.observation_spec(),
-        action_spec=cart_pole.action_spec(),
-        actor_network_ctor=SMALL_ACTOR,
-        value_network_ctor=recurrent_value,
-        fused_rollout=False,
-    )
+    appo = _make(cart_pole, value_network_ctor=recurrent_value, fused_rollout=False)
     assert appo.learner_only_state == ()  # its state is stored with the trajectory
 
 
