@@ -59,6 +59,12 @@ Usage::
     python benchmarks/peers/benchmarl_spread.py --seeds 0 --agent_steps 24000 \\
         --eval_every_iterations 5 --out /tmp/bm_smoke   # smoke run (~1-2 minutes)
 
+Re-running the same command resumes: finished seeds (with ``run.json``) are skipped, and a
+killed run continues from its last checkpoint (one after every evaluation, the last two
+kept; BenchMARL's checkpoint plus the two Adam optimizers' states and the wall clock, which
+the script adds; the random generators restart from the seed). Evaluation rows written
+after that checkpoint are dropped.
+
 Each seed writes ``<out>/seed-<s>/evaluations.csv`` (``agent_steps, frames, iteration,
 return_per_agent, return_std, episodes, wall_s``) and ``run.json`` (settings, versions,
 wall time); the parent prints a summary with ``uptime`` before and after each run.
@@ -216,8 +222,14 @@ def run_inside(args: argparse.Namespace) -> None:
     config.loggers = []
     config.create_json = True  # BenchMARL evaluates only with a logger or this
     config.save_folder = str(out)
-    config.checkpoint_interval = 0
+    # A checkpoint after every evaluation (the last two kept): a killed run resumes there.
+    config.checkpoint_interval = args.eval_every_iterations * FRAMES_PER_BATCH
+    config.keep_checkpoints_num = 2
     config.checkpoint_at_end = False
+    restore = latest_checkpoint(out)
+    config.restore_file = str(restore) if restore is not None else None
+    if restore is not None:
+        print(f"resuming from {restore}", flush=True)
 
     algorithm = IppoConfig.get_from_yaml()
     algorithm.share_param_critic = True
@@ -237,25 +249,35 @@ def run_inside(args: argparse.Namespace) -> None:
 
     csv_path = out / "evaluations.csv"
     start = time.monotonic()
+    clock = {"before": 0.0}  # wall seconds of the earlier attempts, up to the checkpoint
+
+    def wall_s() -> float:
+        return clock["before"] + time.monotonic() - start
 
     class AlfSettings(Callback):
-        """ALF's advantage normalisation and learning-rate decay; the evaluations' CSV."""
+        """ALF's advantage normalisation and learning-rate decay; the evaluations' CSV;
+        the optimizers and the wall clock in BenchMARL's checkpoints (it saves neither)."""
 
         def on_setup(self) -> None:
             for loss in self.experiment.losses.values():
                 loss.normalize_advantage = True
-            with open(csv_path, "w", newline="") as f:
-                csv.writer(f).writerow(
-                    [
-                        "agent_steps",
-                        "frames",
-                        "iteration",
-                        "return_per_agent",
-                        "return_std",
-                        "episodes",
-                        "wall_s",
-                    ]
-                )
+            if restore is None:
+                with open(csv_path, "w", newline="") as f:
+                    csv.writer(f).writerow(CSV_COLUMNS)
+
+        def on_state_dict(self, state_dict: dict[str, Any]) -> None:
+            state_dict["alf_optimizers"] = {
+                group: {name: opt.state_dict() for name, opt in optimizers.items()}
+                for group, optimizers in self.experiment.optimizers.items()
+            }
+            state_dict["alf_wall_s"] = wall_s()
+
+        def on_load_state_dict(self, state_dict: dict[str, Any]) -> None:
+            for group, optimizers in state_dict["alf_optimizers"].items():
+                for name, optimizer_state in optimizers.items():
+                    self.experiment.optimizers[group][name].load_state_dict(optimizer_state)
+            clock["before"] = state_dict["alf_wall_s"]
+            keep_evaluations_up_to(csv_path, state_dict["state"]["total_frames"])
 
         def on_batch_collected(self, batch: Any) -> None:
             # ALF's schedules read the progress before the iteration's collection.
@@ -283,7 +305,7 @@ def run_inside(args: argparse.Namespace) -> None:
                         f"{mean:.4f}",
                         f"{std:.4f}",
                         len(returns),
-                        f"{time.monotonic() - start:.1f}",
+                        f"{wall_s():.1f}",
                     ]
                 )
             print(
@@ -302,7 +324,6 @@ def run_inside(args: argparse.Namespace) -> None:
     )
     setup_s = time.monotonic() - start
     experiment.run()
-    wall_s = time.monotonic() - start
     import benchmarl
     import mpe2
     import pettingzoo
@@ -316,8 +337,9 @@ def run_inside(args: argparse.Namespace) -> None:
                 "agent_steps": max_frames * NUM_AGENTS,
                 "frames": max_frames,
                 "iterations": iterations,
-                "wall_s": wall_s,
+                "wall_s": wall_s(),
                 "setup_s": setup_s,
+                "resumed_from": str(restore) if restore is not None else None,
                 "torch_num_threads": torch.get_num_threads(),
                 "final_learning_rates": sorted(
                     {
@@ -339,6 +361,52 @@ def run_inside(args: argparse.Namespace) -> None:
             indent=2,
         )
     )
+
+
+CSV_COLUMNS = (
+    "agent_steps",
+    "frames",
+    "iteration",
+    "return_per_agent",
+    "return_std",
+    "episodes",
+    "wall_s",
+)
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest BenchMARL checkpoint under ``run_dir`` that loads, or None.
+
+    BenchMARL writes ``<run_dir>/<experiment>/checkpoints/checkpoint_<frames>.pt`` in
+    place, so a run killed while saving leaves a truncated newest file: the one before it
+    (two are kept) is used then.
+    """
+    import torch
+
+    found = sorted(
+        run_dir.glob("*/checkpoints/checkpoint_*.pt"),
+        key=lambda p: int(p.stem.rsplit("_", 1)[1]),
+        reverse=True,
+    )
+    for path in found:
+        try:
+            torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as error:  # noqa: BLE001 - any unreadable file is skipped
+            print(f"skipping unreadable checkpoint {path}: {error}", flush=True)
+            continue
+        return path
+    return None
+
+
+def keep_evaluations_up_to(csv_path: Path, frames: int) -> None:
+    """Drops the evaluation rows written after the checkpoint a run resumes from."""
+    rows = list(csv.DictReader(open(csv_path)))
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(CSV_COLUMNS)
+        for row in rows:
+            if int(row["frames"]) <= frames:
+                writer.writerow([row[c] for c in CSV_COLUMNS])
 
 
 # --------------------------------------------------------------------------- parent
@@ -391,6 +459,10 @@ def main() -> None:
     summaries = []
     for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:
         run_dir = Path(args.out) / f"seed-{seed}"
+        if (run_dir / "run.json").exists():
+            print(f"seed {seed}: finished earlier, skipped", flush=True)
+            summaries.append(_summary(run_dir))
+            continue
         print(f"seed {seed}: uptime before: {uptime()}", flush=True)
         subprocess.run(
             [
