@@ -156,9 +156,15 @@ class Run:
         return self._policy
 
     def evaluate(
-        self, num_episodes: int = 10, *, seed: int = 12345, max_episode_steps: int | None = None
+        self,
+        num_episodes: int = 10,
+        *,
+        seed: int = 12345,
+        max_episode_steps: int | None = None,
+        exploring: bool = False,
     ) -> Any:
-        """Plays ``num_episodes`` greedy episodes on a fresh evaluation environment, as
+        """Plays ``num_episodes`` greedy episodes (exploring ones with ``exploring``:
+        ``rollout_step``'s sampled actions) on a fresh evaluation environment, as
         ``alf.bin.play`` does.
 
         Returns:
@@ -176,6 +182,7 @@ class Run:
                 num_episodes=num_episodes,
                 max_episode_steps=max_episode_steps,
                 cap_setting="max_episode_steps",
+                exploring=exploring,
             )
             return evaluator.evaluate()
         finally:

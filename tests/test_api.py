@@ -57,6 +57,26 @@ def test_evaluate_gives_each_episode(run: alf.Run) -> None:
     assert result.average_return > 30  # a random policy averages about 22
 
 
+def test_exploring_evaluation_samples(run: alf.Run) -> None:
+    greedy = [run.evaluate(num_episodes=2, seed=0).lengths for _ in range(2)]
+    assert greedy[0] == greedy[1]  # the greedy policy from one seed: the same episodes
+    exploring = [run.evaluate(num_episodes=2, seed=0, exploring=True) for _ in range(3)]
+    assert len({tuple(r.lengths) for r in exploring}) > 1  # sampled actions
+    assert all(r.returns == [float(n) for n in r.lengths] for r in exploring)
+
+
+def test_training_can_evaluate_the_exploring_policy(tmp_path: Path) -> None:
+    bindings = {
+        **BINDINGS,
+        "TrainerConfig.num_env_steps": 1024,
+        "TrainerConfig.eval_exploring": True,
+    }
+    run = alf.train(CONF, root_dir=str(tmp_path / "ppo"), bindings=bindings)
+    evals = [r for r in run.progress() if "eval/average_return" in r]
+    assert evals and all(r["eval/average_return"] > 0 for r in evals)
+    assert "TrainerConfig.eval_exploring = True" in (tmp_path / "ppo" / "config.gin").read_text()
+
+
 def test_the_policy_acts_like_play(run: alf.Run) -> None:
     policy = alf.load(run.root_dir).policy
     env = gym.make("CartPole-v1")
@@ -78,10 +98,14 @@ def test_the_policy_acts_like_play(run: alf.Run) -> None:
 
 
 def test_the_cli_reads_a_python_trained_run(run: alf.Run) -> None:
-    played = run_cli(
-        [sys.executable, "-m", "alf.bin.play", f"--root_dir={run.root_dir}", "--num_episodes=2"]
-    )
+    play = [sys.executable, "-m", "alf.bin.play", f"--root_dir={run.root_dir}", "--num_episodes=2"]
+    played = run_cli(play)
     assert played.returncode == 0, played.stderr[-2000:]
+    exploring = run_cli([*play, "--exploring"])
+    assert exploring.returncode == 0, exploring.stderr[-2000:]
+    assert exploring.stdout.splitlines()[-1].startswith("average_return: ")
+    wrong = run_cli([*play, "--exploring", "--opponent=random"])
+    assert wrong.returncode == 2 and "--exploring" in wrong.stderr, wrong.stderr[-2000:]
     report = run_cli([sys.executable, "-m", "alf.bin.report", str(Path(run.root_dir).parent)])
     assert report.returncode == 0, report.stderr[-2000:]
     assert "4,096" in report.stdout and "PPOAlgorithm" in report.stdout, report.stdout

@@ -176,3 +176,70 @@ def test_an_episode_that_ends_at_the_cap_is_complete_not_cut():
     )
     result = cut.evaluate()
     assert result.lengths == [3, 3] and result.num_cut_episodes == 2
+
+
+class _ExploreOnly(RLAlgorithm):
+    """Explores with action 1 (greedy would be an error), counting steps and sessions."""
+
+    def __init__(self):
+        super().__init__(observation_spec=TensorSpec((1,)), action_spec=None)
+        self.steps = 0
+        self.sessions = 0
+        self.in_session = False
+
+    def predict_step(self, time_step, state):
+        raise AssertionError("an exploring evaluation must use rollout_step")
+
+    def rollout_step(self, time_step, state):
+        assert not self.training and self.in_session
+        self.steps += 1
+        return AlgStep(output=torch.ones(time_step.step_type.shape[0], dtype=torch.int64))
+
+    def rollout_session(self):
+        algorithm = self
+
+        class _Session:
+            def __enter__(self):
+                algorithm.sessions += 1
+                algorithm.in_session = True
+
+            def __exit__(self, *exc):
+                algorithm.in_session = False
+
+        return _Session()
+
+
+def test_exploring_evaluation_acts_with_rollout_step_in_one_session():
+    env = _FixedLengthEnv([2, 5])
+    algorithm = _ExploreOnly()
+    evaluator = Evaluator(
+        env=env, policy=Policy(algorithm=algorithm), num_episodes=5, exploring=True
+    )
+    result = evaluator.evaluate()
+    # The same episodes as a greedy evaluation (the test env ignores actions).
+    assert sorted(result.lengths) == [2, 2, 2, 5, 5]
+    assert algorithm.steps == 11 and algorithm.sessions == 1 and not algorithm.in_session
+    assert algorithm.training  # restored after evaluation
+    assert evaluator.with_policy(Policy(algorithm=_ExploreOnly())).exploring
+
+
+def test_exploring_ppo_samples_where_greedy_repeats_itself():
+    # From the same environment seed, an untrained PPO's greedy play of CartPole is the
+    # same every time; its exploring play samples its actions, so it differs.
+    torch.manual_seed(0)
+    env = create_environment("CartPole-v1", 2, seed=5)
+    algorithm = small_ppo(env)
+    env.close()
+
+    def lengths(exploring: bool) -> tuple[int, ...]:
+        env = create_environment("CartPole-v1", 2, seed=5)
+        try:
+            evaluator = Evaluator(
+                env=env, policy=Policy(algorithm=algorithm), num_episodes=6, exploring=exploring
+            )
+            return tuple(evaluator.evaluate().lengths)
+        finally:
+            env.close()
+
+    assert len({lengths(False) for _ in range(3)}) == 1
+    assert len({lengths(True) for _ in range(3)}) > 1

@@ -7,8 +7,9 @@ Usage::
 
 The run's ``config.gin`` rebuilds the environment and algorithm; the newest checkpoint
 (or that of iteration ``N``, or the checkpoint file ``FILE``) supplies the parameters;
-actions come from ``predict_step``. ``--checkpoint_step=N`` is an alias of
-``--checkpoint=N``.
+actions come from ``predict_step`` (the greedy policy), or with ``--exploring`` from
+``rollout_step`` (the exploring policy: sampled actions, epsilon-greedy for the DQN family;
+SB3's ``deterministic=False``). ``--checkpoint_step=N`` is an alias of ``--checkpoint=N``.
 
 In a two-player turn-based game (``pettingzoo:<module>`` with ``env()``),
 ``--opponent`` pits the run against another: a run directory of the same game (its
@@ -72,6 +73,12 @@ def build_parser() -> ToolParser:
         "--seed", type=int, default=12345, help="seed of the played environment (default: 12345)"
     )
     parser.add_argument("--record_file", help="write a video of the episodes to this .mp4 file")
+    parser.add_argument(
+        "--exploring",
+        action="store_true",
+        help="act with the exploring policy (rollout_step: sampled actions) instead of "
+        "the greedy one (predict_step)",
+    )
     parser.add_argument(
         "--opponent",
         help="in a turn-based game: a run directory of the same game, random, heuristic or "
@@ -164,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             num_episodes=args.num_episodes,
             max_episode_steps=max_episode_steps,
             cap_setting="--max_episode_steps",
+            exploring=args.exploring,
         )
         try:
             result = evaluator.evaluate()
@@ -189,6 +197,8 @@ def _checked_flags(args: argparse.Namespace) -> tuple[str, int | str | None, int
         args.num_episodes = 1 if args.record_file else 10
     if args.num_episodes < 1:
         _fail(f"--num_episodes must be >= 1, got {args.num_episodes}")
+    if args.exploring and args.opponent:
+        _fail("--exploring does not apply to --opponent matches (the run plays them greedily)")
     checkpoint = _checkpoint_flag(args.checkpoint)
     max_episode_steps = _count_flag("max_episode_steps", args.max_episode_steps, minimum=1)
     root_dir = os.path.abspath(os.path.expanduser(args.root_dir))

@@ -97,6 +97,7 @@ def _build_evaluation(config: TrainerConfig, parts: RunComponents) -> None:
             policy=parts.policy,
             num_episodes=config.num_eval_episodes,
             max_episode_steps=config.max_eval_episode_steps,
+            exploring=config.eval_exploring,
         )
     except BaseException:
         parts.close()

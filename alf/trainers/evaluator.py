@@ -1,7 +1,9 @@
-"""``Evaluator``: plays a policy's greedy steps for a fixed number of episodes."""
+"""``Evaluator``: plays a policy's greedy (or exploring) steps for a fixed number of
+episodes."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,7 +70,11 @@ class EvalResult:
 class Evaluator:
     """Plays ``num_episodes`` full episodes with the policy's greedy steps
     (:meth:`~alf.algorithms.policy.Policy.greedy_step`: the algorithm's ``predict_step``
-    on time steps passed through its data transformers, whose statistics stay fixed).
+    on time steps passed through its data transformers, whose statistics stay fixed), or
+    with its exploring steps (``exploring``: :meth:`~alf.algorithms.policy.Policy.
+    explore_step`, the algorithm's ``rollout_step``: actions sampled from a stochastic
+    policy, epsilon-greedy for the DQN family, noisy for DDPG/TD3), as SB3's
+    ``evaluate_policy(deterministic=False)``. Nothing is trained or stored either way.
 
     Each of the ``B`` environments plays its share of the episodes (the first
     ``num_episodes % B`` play one more), so short episodes are not over-represented.
@@ -87,6 +93,7 @@ class Evaluator:
             ``env.max_episode_steps``, if it has one, else
             :data:`DEFAULT_MAX_EVAL_EPISODE_STEPS`).
         cap_setting: the setting that chooses the cap, named in the warning.
+        exploring: act with the exploring steps instead of the greedy ones.
     """
 
     def __init__(
@@ -97,6 +104,7 @@ class Evaluator:
         num_episodes: int,
         max_episode_steps: int | None = None,
         cap_setting: str = "TrainerConfig.max_eval_episode_steps",
+        exploring: bool = False,
     ) -> None:
         if num_episodes < 1:
             raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
@@ -108,6 +116,7 @@ class Evaluator:
         own_limit = getattr(env, "max_episode_steps", None)
         self.max_episode_steps = max_episode_steps or own_limit or DEFAULT_MAX_EVAL_EPISODE_STEPS
         self.cap_setting = cap_setting
+        self.exploring = exploring
 
     def with_policy(self, policy: Policy) -> Evaluator:
         """An evaluator of ``policy`` in the same environment, with the same settings."""
@@ -117,13 +126,15 @@ class Evaluator:
             num_episodes=self.num_episodes,
             max_episode_steps=self.max_episode_steps,
             cap_setting=self.cap_setting,
+            exploring=self.exploring,
         )
 
     @torch.no_grad()
     def evaluate(self, max_steps: int = 10_000_000) -> EvalResult:
         """Plays the episodes and returns their returns and lengths (at most
         ``max_steps`` batched steps in all)."""
-        with self.policy.evaluating():
+        session = self.policy.session() if self.exploring else contextlib.nullcontext()
+        with self.policy.evaluating(), session:
             result = self._play(max_steps)
         if not result.returns:
             raise RuntimeError(f"No evaluation episode finished within {max_steps} steps")
@@ -141,7 +152,8 @@ class Evaluator:
     def _restart(self) -> tuple[TimeStep, PolicyState]:
         """Resets the batch: its first time step and the policy's state."""
         time_step = self.env.reset()
-        return time_step, self.policy.initial_state(self.env.batch_size, greedy=True)
+        greedy = not self.exploring
+        return time_step, self.policy.initial_state(self.env.batch_size, greedy=greedy)
 
     def _play(self, max_steps: int) -> EvalResult:
         batch, cap = self.env.batch_size, self.max_episode_steps
@@ -187,6 +199,10 @@ class Evaluator:
                 waiting[:] = False
                 time_step, state = self._restart()
                 continue
-            action, state = self.policy.greedy_step(time_step, state)
+            if self.exploring:
+                step = self.policy.explore_step(time_step, state)
+                action, state = step.action, step.next_state
+            else:
+                action, state = self.policy.greedy_step(time_step, state)
             time_step = self.env.step(action)
         return result

@@ -27,6 +27,7 @@ RESUMABLE_SETTINGS = tuple(
         "num_eval_episodes",
         "num_eval_environments",
         "max_eval_episode_steps",
+        "eval_exploring",
         "video_interval",
         "callbacks",
         "env_timeout_s",
@@ -93,6 +94,13 @@ class TrainerConfig:
             default): the environment's own time limit if it has one (its spec's
             ``max_episode_steps``), else
             :data:`~alf.trainers.evaluator.DEFAULT_MAX_EVAL_EPISODE_STEPS` (100,000).
+        eval_exploring: evaluate with the policy's exploring steps (``rollout_step``:
+            actions sampled from a stochastic policy, epsilon-greedy for the DQN family,
+            with exploration noise for DDPG/TD3) instead of its greedy ones
+            (``predict_step``): SB3's ``deterministic=False``. The ``eval/`` summaries
+            then measure the sampling policy (e.g. on MiniGrid, where PPO's sampling
+            policy scores higher than its greedy one). Frozen policies are evaluated the
+            same way; self-play's games against fixed opponents stay greedy.
         video_interval: every this many iterations, one greedy episode is played on an
             environment of its own and recorded to ``videos/iteration-<N>.mp4`` (headless;
             needs the ``[video]`` extra; 0, the default: no videos). A video that cannot
@@ -244,6 +252,7 @@ class TrainerConfig:
     num_eval_episodes: int = 10
     num_eval_environments: int = 10
     max_eval_episode_steps: int | None = None
+    eval_exploring: bool = False
     video_interval: int = 0
     callbacks: Sequence[Callback] = ()
     frozen_policies: dict[str, str] = dataclasses.field(default_factory=dict)
