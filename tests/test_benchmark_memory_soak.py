@@ -13,6 +13,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from benchmarks.collection import memory_soak as soak  # noqa: E402
+from benchmarks.collection import proc_memory as probes  # noqa: E402
 
 MIB = soak.MIB
 
@@ -77,41 +78,41 @@ def test_summary_sums_the_actors_and_survives_a_csv_round_trip(tmp_path):
 
 
 def test_proc_parsing_on_this_process():
-    memory = soak.read_status("self")
+    memory = probes.read_status("self")
     assert memory["rss_bytes"] > 1 * MIB
     assert set(memory) >= {"rss_bytes"}
-    pss = soak.read_pss(os.getpid())
+    pss = probes.read_pss(os.getpid())
     assert pss is None or 0 < pss <= memory["rss_bytes"] * 2
-    assert "python" in soak.read_cmdline(os.getpid()) or "pytest" in soak.read_cmdline(
+    assert "python" in probes.read_cmdline(os.getpid()) or "pytest" in probes.read_cmdline(
         os.getpid())
-    ppid, started = soak.read_stat(os.getpid())
+    ppid, started = probes.read_stat(os.getpid())
     assert ppid == os.getppid() and started > 0
-    assert soak.read_stat(2**31 - 1) is None
-    assert os.getpid() in soak.descendants(os.getppid())
+    assert probes.read_stat(2**31 - 1) is None
+    assert os.getpid() in probes.descendants(os.getppid())
 
 
 def test_classify():
     spawn = "python -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5)"
     tracker = "python -c from multiprocessing.resource_tracker import main;main(4)"
-    assert soak.classify(10, 10, 1, "python -m alf.bin.train") == "learner"
-    assert soak.classify(11, 10, 10, spawn) == "actor"
-    assert soak.classify(12, 10, 10, tracker) == "resource_tracker"
-    assert soak.classify(13, 10, 11, spawn) == "other"  # an actor's own worker
+    assert probes.classify(10, 10, 1, "python -m alf.bin.train") == "learner"
+    assert probes.classify(11, 10, 10, spawn) == "actor"
+    assert probes.classify(12, 10, 10, tracker) == "resource_tracker"
+    assert probes.classify(13, 10, 11, spawn) == "other"  # an actor's own worker
 
 
 @pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
 def test_shm_accounting_finds_unlinked_torch_tensors_once():
     import torch
 
-    before = soak.run_shm(os.getpid(), [os.getpid()])
+    before = probes.run_shm(os.getpid(), [os.getpid()])
     a = torch.zeros(10_000, dtype=torch.uint8).share_memory_()
     b = torch.zeros(3, dtype=torch.float64).share_memory_()
     try:
-        after = soak.run_shm(os.getpid(), [os.getpid(), os.getpid()])  # pid twice: once
+        after = probes.run_shm(os.getpid(), [os.getpid(), os.getpid()])  # pid twice: once
         assert after["shm_files"] - before["shm_files"] == 2
         assert after["shm_bytes"] - before["shm_bytes"] == 10_000 + 24
         assert after["shm_alloc_bytes"] >= after["shm_bytes"] - before["shm_bytes"]
-        files = soak.shm_files_of(os.getpid())
+        files = probes.shm_files_of(os.getpid())
         assert any(f.size == 10_000 and "torch_" in f.name for f in files.values())
     finally:
         del a, b
@@ -120,9 +121,9 @@ def test_shm_accounting_finds_unlinked_torch_tensors_once():
 def test_named_run_files(tmp_path):
     for name in ("sem.alf_123-abc", "sem.alf_999-x", "torch_77_1_0", "torch_5_1_0", "other"):
         (tmp_path / name).write_bytes(b"x" * 32)
-    assert soak.named_run_files(123, {123, 77}, str(tmp_path)) == [
+    assert probes.named_run_files(123, {123, 77}, str(tmp_path)) == [
         "sem.alf_123-abc", "torch_77_1_0"]
-    shm = soak.run_shm(123, [], str(tmp_path))  # no live pid: the semaphore alone
+    shm = probes.run_shm(123, [], str(tmp_path))  # no live pid: the semaphore alone
     assert (shm["shm_files"], shm["shm_bytes"], shm["shm_sem_files"]) == (1, 32, 1)
 
 
@@ -134,7 +135,7 @@ def test_shm_accounting_counts_a_named_semaphore_by_its_name():
     config["semprefix"] = f"/alf_{os.getpid()}"  # as AsyncUnroller names its semaphores
     try:
         lock = mp.get_context("spawn").Lock()
-        shm = soak.run_shm(os.getpid(), [os.getpid()])
+        shm = probes.run_shm(os.getpid(), [os.getpid()])
         assert shm["shm_sem_files"] >= 1 and shm["shm_bytes"] % 4096 != 0  # 32 B, not a page
         del lock
     finally:
