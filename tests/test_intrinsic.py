@@ -26,6 +26,7 @@ from alf.algorithms.intrinsic import (
 from alf.data_structures import BatchInfo, Experience, StepType
 from alf.networks import ActorDistributionNetwork, ValueNetwork
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec
+from alf.utils.schedules import LinearSchedule
 from alf.utils.value_ops import generalized_advantage_estimation
 
 OBS = TensorSpec((6,))
@@ -323,6 +324,31 @@ def test_sac_adds_the_bonus_to_sampled_rewards_and_trains_the_predictor() -> Non
     assert all(not torch.equal(p, q) for p, q in zip(before, after, strict=True))
 
 
+def test_int_coef_follows_a_schedule_of_training_progress() -> None:
+    fading = functools.partial(SMALL_RND, int_coef=LinearSchedule(start=1.0, end=0.0))
+    algorithm = _ppo(reward_ctor=fading, gae_lambda=0.9)
+    exp = _rolled_out(algorithm, _trajectory())
+    reward = algorithm.intrinsic.reward
+    assert reward.int_coef == 1.0
+    algorithm.set_progress(0.75)
+    assert reward.int_coef == pytest.approx(0.25)
+    algorithm.set_progress(1.0)
+    # Curiosity faded out: the advantage is the extrinsic one alone (times ext_coef).
+    info = algorithm.preprocess_experience(exp).rollout_info
+    ext_adv, _ = generalized_advantage_estimation(
+        rewards=exp.reward,
+        values=exp.rollout_info.value,
+        step_types=exp.step_type,
+        discounts=exp.discount,
+        gamma=algorithm.gamma,
+        td_lambda=0.9,
+    )
+    torch.testing.assert_close(info.advantage, 2.0 * ext_adv)
+    sac = SacAlgorithm(observation_spec=OBS, action_spec=BOX, intrinsic_reward_ctor=fading)
+    sac.set_progress(0.5)
+    assert sac.intrinsic.int_coef == pytest.approx(0.5)
+
+
 # ------------------------------------------------------------------------ bad input
 def test_a_dict_observation_needs_a_key() -> None:
     spec = {"image": TensorSpec((7, 7, 3), torch.uint8), "direction": DISCRETE}
@@ -334,6 +360,11 @@ def test_a_dict_observation_needs_a_key() -> None:
         RNDReward(observation_spec=OBS, action_spec=DISCRETE, observation_key="image")
     rnd = RNDReward(observation_spec=spec, action_spec=DISCRETE, observation_key="image")
     assert rnd.input_spec.shape == (7, 7, 3)
+
+
+def test_a_negative_int_coef_is_refused() -> None:
+    with pytest.raises(IntrinsicRewardError, match="RNDReward.int_coef must be >= 0"):
+        RNDReward(observation_spec=OBS, action_spec=DISCRETE, int_coef=-1.0)
 
 
 def test_icm_refuses_actions_it_cannot_predict_and_errors_are_user_errors() -> None:

@@ -287,6 +287,11 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm):
     def _gae(self, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         return generalized_advantage_estimation(td_lambda=self.gae_lambda, **kwargs)
 
+    def set_progress(self, progress: float) -> None:
+        super().set_progress(progress)
+        if self.intrinsic is not None:
+            self.intrinsic.reward.set_progress(progress)
+
     def with_intrinsic(
         self, exp: Experience, info: ActorCriticRolloutInfo, estimator: Estimator
     ) -> ActorCriticRolloutInfo:

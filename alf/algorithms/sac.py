@@ -306,6 +306,11 @@ class SacAlgorithm(OffPolicyAlgorithm):
         )
         return AlgStep(state=state, info=info)
 
+    def set_progress(self, progress: float) -> None:
+        super().set_progress(progress)
+        if self.intrinsic is not None:
+            self.intrinsic.set_progress(progress)
+
     def _with_intrinsic_reward(self, exp: Experience) -> tuple[Experience, Any]:
         """The sampled ``[n+1, B]`` batch with the bonus of its transitions added to its
         rewards, and the bonus's per-row losses (of row 0's transitions) and statistics."""

@@ -27,6 +27,7 @@ from alf.data_structures import Experience, StepType
 from alf.errors import UserError
 from alf.networks.conv_encoder import ConvLayerParams
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec, describe_spec
+from alf.utils.schedules import Schedule, as_schedule
 
 __all__ = ["IntrinsicReward", "IntrinsicRewardError", "bonus_input_spec", "select_input"]
 
@@ -125,7 +126,9 @@ class IntrinsicReward(nn.Module):
         observation_key: None: the bonus sees the observation, which must be one tensor.
             A string: the entry of a ``Dict`` observation it sees (e.g. ``"image"``).
         int_coef: the weight of the intrinsic advantage (on-policy) or of the bonus added
-            to the reward (SAC).
+            to the reward (SAC): a number, or a :class:`~alf.utils.schedules.Schedule` of
+            training progress (e.g. ``@LinearSchedule(start=1.0)``: curiosity fading to
+            0 by the end of the run), followed through :meth:`set_progress`.
         ext_coef: the weight of the extrinsic advantage (on-policy; SAC ignores it).
         gamma: the intrinsic discount: of the intrinsic returns (on-policy) and of the
             discounted sums whose std normalises the bonus.
@@ -149,7 +152,7 @@ class IntrinsicReward(nn.Module):
         observation_spec: Any,
         action_spec: Any,
         observation_key: str | None,
-        int_coef: float,
+        int_coef: float | Schedule,
         ext_coef: float,
         gamma: float,
         normalize_reward: bool,
@@ -160,7 +163,11 @@ class IntrinsicReward(nn.Module):
         self.input_spec = bonus_input_spec(owner, observation_spec, observation_key)
         self.observation_key = observation_key
         self.action_spec = action_spec
-        self.int_coef = float(int_coef)
+        self._int_coef_schedule = as_schedule(int_coef)
+        self.int_coef = self._int_coef_schedule(0.0)
+        """The current weight of the intrinsic reward (see ``int_coef``)."""
+        if self.int_coef < 0:
+            raise IntrinsicRewardError(f"{owner}.int_coef must be >= 0, got {self.int_coef}")
         self.ext_coef = float(ext_coef)
         if not 0.0 <= gamma < 1.0:
             raise IntrinsicRewardError(
@@ -180,6 +187,10 @@ class IntrinsicReward(nn.Module):
             shape if self._image else (max(self.input_spec.numel, 1),)
         )
         """The spec of what the bonus's networks take (see :meth:`network_input`)."""
+
+    def set_progress(self, progress: float) -> None:
+        """Sets :attr:`int_coef` to its schedule's value at ``progress`` (``0..1``)."""
+        self.int_coef = self._int_coef_schedule(progress)
 
     # ---------------------------------------------------------------- to implement
     def bonus(self, observation: Any, action: Any, next_observation: Any) -> torch.Tensor:

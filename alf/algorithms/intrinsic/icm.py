@@ -29,6 +29,7 @@ from alf.networks import EncodingNetwork
 from alf.networks.conv_encoder import ConvLayerParams
 from alf.networks.layers import make_activation, orthogonal_init
 from alf.tensor_specs import BoundedTensorSpec, describe_spec
+from alf.utils.schedules import Schedule
 
 __all__ = ["ICMReward"]
 
@@ -88,7 +89,7 @@ class ICMReward(IntrinsicReward):
         model_fc_layer_params: Sequence[int] = (256,),
         eta: float = 0.01,
         beta: float = 0.2,
-        int_coef: float = 1.0,
+        int_coef: float | Schedule = 1.0,
         ext_coef: float = 2.0,
         gamma: float = 0.99,
         normalize_reward: bool = True,

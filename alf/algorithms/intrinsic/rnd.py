@@ -33,6 +33,7 @@ from alf.config import configurable
 from alf.networks import EncodingNetwork
 from alf.networks.conv_encoder import ConvLayerParams
 from alf.tensor_specs import TensorSpec
+from alf.utils.schedules import Schedule
 
 __all__ = ["RNDReward"]
 
@@ -108,7 +109,7 @@ class RNDReward(IntrinsicReward):
         output_size: int = 64,
         conv_layer_params: ConvLayerParams = (),
         update_proportion: float = 1.0,
-        int_coef: float = 1.0,
+        int_coef: float | Schedule = 1.0,
         ext_coef: float = 2.0,
         gamma: float = 0.99,
         normalize_reward: bool = True,
