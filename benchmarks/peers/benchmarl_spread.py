@@ -80,6 +80,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -427,6 +428,68 @@ def _summary(run_dir: Path) -> list[Any]:
     ]
 
 
+def benchmarl_curves(out: Path) -> dict[str, dict[int, float]]:
+    """Per BenchMARL seed directory under ``out`` (``.../seed-<s>/evaluations.csv``), its
+    evaluation return per agent by agent-steps."""
+    curves = {}
+    for csv_path in sorted(out.glob("**/seed-*/evaluations.csv")):
+        rows = csv.DictReader(open(csv_path))
+        curves[str(csv_path.parent)] = {
+            int(r["agent_steps"]): float(r["return_per_agent"]) for r in rows
+        }
+    return curves
+
+
+def alf_curves(root: Path) -> dict[str, dict[int, float]]:
+    """Per ALF run under ``root``, its evaluation return (``eval/average_return``: per
+    agent, every row being one agent) by env steps (= agent-steps)."""
+    from alf.experiments.runs import load_runs
+
+    return {
+        run.path: {int(s): float(r) for s, r in zip(run.eval_steps, run.eval_returns, strict=True)}
+        for run in load_runs([str(root)])
+    }
+
+
+def compare(
+    curves: dict[str, dict[str, dict[int, float]]], points: Sequence[int]
+) -> tuple[list[list[Any]], str]:
+    """Rows ``[agent-steps, framework, seeds, IQM [95% CI], values]`` at each of ``points``
+    (those that every run of a framework evaluated), and the interval method; the last
+    agent-step evaluated by every run of both is added."""
+    from alf.experiments.stats import iqm_interval_estimates
+
+    common = set.intersection(*(set(c) for runs in curves.values() for c in runs.values()))
+    chosen = sorted({p for p in points if p in common} | ({max(common)} if common else set()))
+    rows, method = [], ""
+    for step in chosen:
+        values = {fw: [c[step] for c in runs.values()] for fw, runs in curves.items()}
+        est = iqm_interval_estimates(values)
+        method = est.method
+        for fw, vals in values.items():
+            cell = f"{est.point[fw]:.2f} [{est.low[fw]:.2f}, {est.high[fw]:.2f}]"
+            listed = ", ".join(f"{v:.2f}" for v in vals)
+            rows.append([f"{step:,}", fw, len(vals), cell, listed])
+    return rows, method
+
+
+def report(args: argparse.Namespace) -> None:
+    """The BenchMARL seeds under ``--out`` beside ALF's runs under ``--alf_runs``."""
+    curves = {
+        "BenchMARL IPPO": benchmarl_curves(Path(args.out)),
+        "ALF PPO": alf_curves(Path(args.alf_runs)),
+    }
+    for name, runs in curves.items():
+        if not runs:
+            sys.exit(f"benchmarl_spread.py: no {name} runs found")
+    points = [int(p) for p in args.report_points.split(",") if p.strip()]
+    rows, method = compare(curves, points)
+    print(
+        format_table(["agent-steps", "framework", "seeds", "IQM [95% CI]", "seeds' values"], rows)
+    )
+    print(method)
+
+
 def main() -> None:
     """Builds the venv if needed and runs one BenchMARL training per seed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -445,12 +508,27 @@ def main() -> None:
     )
     parser.add_argument("--out", default="/tmp/benchmarl_spread")
     parser.add_argument("--venv", default=DEFAULT_VENV)
+    parser.add_argument(
+        "--alf_runs",
+        default=None,
+        help="with this (ALF's ppo_simple_spread runs, e.g. a sweep root): no training; "
+        "print both frameworks' evaluation returns per agent at --report_points as IQM "
+        "with a 95%% CI over seeds",
+    )
+    parser.add_argument(
+        "--report_points",
+        default="480000,1020000,1500000",
+        help="agent-steps compared (those both evaluated; the last common one is added)",
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--run_dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
         run_inside(args)
+        return
+    if args.alf_runs:
+        report(args)
         return
 
     python = ensure_venv(args.venv)
