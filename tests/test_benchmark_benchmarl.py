@@ -90,7 +90,10 @@ def test_the_report_says_which_side_has_no_runs(tmp_path: Path, missing: str) ->
     if missing == "ALF":
         _write_evaluations(tmp_path / "bm" / "seed-0" / "evaluations.csv", [(60000, -20.0)])
     args = bm.argparse.Namespace(
-        out=str(tmp_path / "bm"), alf_runs=str(tmp_path / "alf"), report_points="60000"
+        out=str(tmp_path / "bm"),
+        alf_runs=str(tmp_path / "alf"),
+        report_points="60000",
+        algorithm="ippo",
     )
-    with pytest.raises(SystemExit, match=f"no {missing}"):
+    with pytest.raises(SystemExit, match=f"no {missing} .*runs found"):
         bm.report(args)

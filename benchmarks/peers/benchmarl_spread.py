@@ -33,6 +33,11 @@ evaluation                     every 50 iterations, 96     every 20,000 frames (
 torch threads                  1                           torch.set_num_threads(1)
 =============================  ==========================  ==============================
 
+Why IPPO: ALF's shared PPO gives each agent's critic that agent's own observation, which
+is IPPO (with shared parameters); BenchMARL's MAPPO gives the critic all agents'
+observations (a centralised critic), a different algorithm. ``--algorithm=mappo`` runs
+MAPPO with the same settings, for the comparison with that one.
+
 Differences left: BenchMARL steps its actor and its critic with two Adam optimizers,
 each clipped to norm 10 (ALF: one optimizer over both); its evaluation plays its 32 games
 one after another (ALF: 16 at a time); network initialisation differs.
@@ -180,7 +185,7 @@ def _task() -> Any:
 
 
 def run_inside(args: argparse.Namespace) -> None:
-    """One BenchMARL IPPO run (in BenchMARL's venv)."""
+    """One BenchMARL IPPO (or MAPPO) run (in BenchMARL's venv)."""
     import warnings
 
     warnings.filterwarnings("ignore", message=".*PettingZoo in TorchRL is tested.*")
@@ -189,7 +194,7 @@ def run_inside(args: argparse.Namespace) -> None:
     # which is what ClipPPOLoss does without normalize_advantage_exclude_dims.
     warnings.filterwarnings("ignore", message=".*advantage key has more dimensions.*")
     import torch
-    from benchmarl.algorithms import IppoConfig
+    from benchmarl.algorithms import IppoConfig, MappoConfig
     from benchmarl.experiment import Experiment, ExperimentConfig
     from benchmarl.experiment.callback import Callback
     from benchmarl.models.mlp import MlpConfig
@@ -232,7 +237,7 @@ def run_inside(args: argparse.Namespace) -> None:
     if restore is not None:
         print(f"resuming from {restore}", flush=True)
 
-    algorithm = IppoConfig.get_from_yaml()
+    algorithm = (MappoConfig if args.algorithm == "mappo" else IppoConfig).get_from_yaml()
     algorithm.share_param_critic = True
     algorithm.clip_epsilon = 0.2
     algorithm.entropy_coef = 0.01
@@ -476,7 +481,7 @@ def compare(
 def report(args: argparse.Namespace) -> None:
     """The BenchMARL seeds under ``--out`` beside ALF's runs under ``--alf_runs``."""
     curves = {
-        "BenchMARL IPPO": benchmarl_curves(Path(args.out)),
+        f"BenchMARL {args.algorithm.upper()}": benchmarl_curves(Path(args.out)),
         "ALF PPO": alf_curves(Path(args.alf_runs)),
     }
     for name, runs in curves.items():
@@ -520,6 +525,14 @@ def main() -> None:
         default="480000,1020000,1500000",
         help="agent-steps compared (those both evaluated; the last common one is added)",
     )
+    parser.add_argument(
+        "--algorithm",
+        default="ippo",
+        choices=("ippo", "mappo"),
+        help="BenchMARL's IPPO (each agent's critic sees its own observation, as ALF's "
+        "shared PPO; the default) or MAPPO (a centralised critic over all agents' "
+        "observations)",
+    )
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--run_dir", default=None, help=argparse.SUPPRESS)
@@ -555,6 +568,8 @@ def main() -> None:
                 str(args.agent_steps),
                 "--eval_every_iterations",
                 str(args.eval_every_iterations),
+                "--algorithm",
+                args.algorithm,
             ],
             env=env,
             check=True,
