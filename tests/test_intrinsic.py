@@ -88,6 +88,19 @@ def _rolled_out(algorithm: Any, exp: Experience) -> Experience:
     return exp._replace(rollout_info=info)
 
 
+def _extrinsic_advantages(algorithm: Any, exp: Experience, *, td_lambda: float) -> torch.Tensor:
+    """The GAE advantages of ``exp``'s own rewards and stored values."""
+    advantages, _ = generalized_advantage_estimation(
+        rewards=exp.reward,
+        values=exp.rollout_info.value,
+        step_types=exp.step_type,
+        discounts=exp.discount,
+        gamma=algorithm.gamma,
+        td_lambda=td_lambda,
+    )
+    return advantages
+
+
 # ------------------------------------------------------------------- normalisers
 def test_running_mean_std_matches_numpy_over_batches() -> None:
     stats = RunningMeanStd(shape=(3,), epsilon=1e-12)
@@ -195,14 +208,7 @@ def test_ppo_intrinsic_targets_are_non_episodic_with_their_own_discount() -> Non
     )
     torch.testing.assert_close(targets.returns, int_ret)
     assert targets.returns[2, 0] != targets.value[2, 0]  # the chain runs across LAST
-    ext_adv, _ = generalized_advantage_estimation(
-        rewards=exp.reward,
-        values=exp.rollout_info.value,
-        step_types=exp.step_type,
-        discounts=exp.discount,
-        gamma=algorithm.gamma,
-        td_lambda=0.9,
-    )
+    ext_adv = _extrinsic_advantages(algorithm, exp, td_lambda=0.9)
     torch.testing.assert_close(info.advantage, 2.0 * ext_adv + 1.0 * int_adv)
     stats = algorithm.trajectory_statistics(processed, torch.ones(5, 3, dtype=torch.bool))
     assert {"intrinsic/bonus_mean", "intrinsic/bonus_scale", "explained_variance"} <= set(stats)
@@ -335,14 +341,7 @@ def test_int_coef_follows_a_schedule_of_training_progress() -> None:
     algorithm.set_progress(1.0)
     # Curiosity faded out: the advantage is the extrinsic one alone (times ext_coef).
     info = algorithm.preprocess_experience(exp).rollout_info
-    ext_adv, _ = generalized_advantage_estimation(
-        rewards=exp.reward,
-        values=exp.rollout_info.value,
-        step_types=exp.step_type,
-        discounts=exp.discount,
-        gamma=algorithm.gamma,
-        td_lambda=0.9,
-    )
+    ext_adv = _extrinsic_advantages(algorithm, exp, td_lambda=0.9)
     torch.testing.assert_close(info.advantage, 2.0 * ext_adv)
     sac = SacAlgorithm(observation_spec=OBS, action_spec=BOX, intrinsic_reward_ctor=fading)
     sac.set_progress(0.5)
