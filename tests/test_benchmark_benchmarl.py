@@ -97,3 +97,22 @@ def test_the_report_says_which_side_has_no_runs(tmp_path: Path, missing: str) ->
     )
     with pytest.raises(SystemExit, match=f"no {missing} .*runs found"):
         bm.report(args)
+
+
+def test_a_finished_seed_is_written_as_an_alf_run(tmp_path: Path) -> None:
+    from alf.experiments.runs import load_runs
+
+    run_dir = tmp_path / "seed-1"
+    _write_evaluations(run_dir / "evaluations.csv", [(1200, -36.5), (60000, -22.25)])
+    (run_dir / "run.json").write_text('{"agent_steps": 60000, "versions": {"benchmarl": "1.5.2"}}')
+    bm.write_alf_format(run_dir, seed=1, algorithm="ippo")
+    (run,) = load_runs([str(tmp_path)])
+    assert (run.algorithm, run.env, run.seed, run.status) == (
+        "BENCHMARL IPPO",
+        bm.ENV_NAME,
+        1,
+        "finished",
+    )
+    assert run.eval_steps.tolist() == [1200, 60000]
+    assert run.eval_returns.tolist() == [-36.5, -22.25]
+    assert run.final_episode_std == 1.0

@@ -72,7 +72,11 @@ after that checkpoint are dropped.
 
 Each seed writes ``<out>/seed-<s>/evaluations.csv`` (``agent_steps, frames, iteration,
 return_per_agent, return_std, episodes, wall_s``) and ``run.json`` (settings, versions,
-wall time); the parent prints a summary with ``uptime`` before and after each run.
+wall time); the parent prints a summary with ``uptime`` before and after each run. Once a
+seed has finished, the parent also writes its evaluations as an ALF run directory there
+(``progress.jsonl``, ``run_info.json``, ``status.json``; framework ``benchmarl``), so
+``python -m alf.bin.plot <out> <ALF runs>`` draws both frameworks on one plot and
+``alf.bin.report`` tabulates both.
 """
 
 from __future__ import annotations
@@ -433,6 +437,42 @@ def _summary(run_dir: Path) -> list[Any]:
     ]
 
 
+ENV_NAME = "pettingzoo:mpe2.simple_spread_v3"
+"""ALF's name of the game (``create_environment.env_name`` of ppo_simple_spread.gin)."""
+
+
+def write_alf_format(run_dir: Path, *, seed: int, algorithm: str) -> None:
+    """Writes a finished BenchMARL seed's evaluations as an ALF run directory beside
+    them (``progress.jsonl``, ``run_info.json``, ``status.json``), so ``alf.bin.plot``
+    and ``alf.bin.report`` read it with ALF's runs (as the SB3 peers are read)."""
+    from alf.run_dir import layout
+
+    info = json.loads((run_dir / "run.json").read_text())
+    rows = list(csv.DictReader(open(run_dir / "evaluations.csv")))
+    with open(run_dir / layout.PROGRESS_FILE, "w") as f:
+        for row in rows:
+            record = {
+                "iteration": int(row["iteration"]),
+                "env_steps": int(row["agent_steps"]),
+                "elapsed_s": float(row["wall_s"]),
+                "eval/average_return": float(row["return_per_agent"]),
+                "eval/return_std": float(row["return_std"]),
+            }
+            f.write(json.dumps(record) + "\n")
+    layout.write_json_atomic(
+        str(run_dir / layout.METADATA_FILE),
+        {
+            "framework": "benchmarl",
+            "env_name": ENV_NAME,
+            "algorithm": algorithm.upper(),
+            "seed": seed,
+            "num_env_steps": info["agent_steps"],
+            "versions": info["versions"],
+        },
+    )
+    layout.write_status(str(run_dir), layout.RunStatus.FINISHED, env_steps=info["agent_steps"])
+
+
 def benchmarl_curves(out: Path) -> dict[str, dict[int, float]]:
     """Per BenchMARL seed directory under ``out`` (``.../seed-<s>/evaluations.csv``), its
     evaluation return per agent by agent-steps."""
@@ -552,6 +592,7 @@ def main() -> None:
         run_dir = Path(args.out) / f"seed-{seed}"
         if (run_dir / "run.json").exists():
             print(f"seed {seed}: finished earlier, skipped", flush=True)
+            write_alf_format(run_dir, seed=seed, algorithm=args.algorithm)
             summaries.append(_summary(run_dir))
             continue
         print(f"seed {seed}: uptime before: {uptime()}", flush=True)
@@ -575,6 +616,7 @@ def main() -> None:
             check=True,
         )
         print(f"seed {seed}: uptime after:  {uptime()}", flush=True)
+        write_alf_format(run_dir, seed=seed, algorithm=args.algorithm)
         summaries.append(_summary(run_dir))
     print()
     print(
