@@ -13,7 +13,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from benchmarks.collection.pixel_profile import (  # noqa: E402
+from benchmarks.collection.pixel_profile_report import (  # noqa: E402
     iteration_parts,
     queue_summary,
     report,
