@@ -16,6 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from benchmarks.peers import benchmarl_results as results  # noqa: E402
 from benchmarks.peers import benchmarl_spread as bm  # noqa: E402
 
 
@@ -56,10 +57,10 @@ def test_the_report_compares_both_frameworks_at_common_points(tmp_path: Path) ->
             tmp_path / f"s{seed}" / f"seed-{seed}" / "evaluations.csv",
             [(60000, -30.0 + shift), (120000, -25.0 + shift), (180000, -22.0 + shift)],
         )
-    benchmarl = bm.benchmarl_curves(tmp_path)
+    benchmarl = results.benchmarl_curves(tmp_path)
     assert len(benchmarl) == 3
     alf = {f"alf-{s}": {60000: -20.0 - s, 120000: -18.0 - s} for s in range(3)}
-    rows, method = bm.compare({"BenchMARL IPPO": benchmarl, "ALF PPO": alf}, [60000, 99])
+    rows, method = results.compare({"BenchMARL IPPO": benchmarl, "ALF PPO": alf}, [60000, 99])
     # 99 was evaluated by none; 120,000 is the last point both evaluated.
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("60,000", "BenchMARL IPPO", 3),
@@ -80,7 +81,7 @@ def test_the_report_reads_alf_runs(tmp_path: Path) -> None:
         '{"iteration": 50, "env_steps": 60000, "eval/average_return": -21.5}\n'
         '{"iteration": 100, "env_steps": 120000, "eval/average_return": -19.0}\n'
     )
-    assert bm.alf_curves(tmp_path) == {str(run): {60000: -21.5, 120000: -19.0}}
+    assert results.alf_curves(tmp_path) == {str(run): {60000: -21.5, 120000: -19.0}}
 
 
 @pytest.mark.parametrize("missing", ["BenchMARL", "ALF"])
@@ -96,7 +97,7 @@ def test_the_report_says_which_side_has_no_runs(tmp_path: Path, missing: str) ->
         algorithm="ippo",
     )
     with pytest.raises(SystemExit, match=f"no {missing} .*runs found"):
-        bm.report(args)
+        results.report(args)
 
 
 def test_a_finished_seed_is_written_as_an_alf_run(tmp_path: Path) -> None:
@@ -105,11 +106,11 @@ def test_a_finished_seed_is_written_as_an_alf_run(tmp_path: Path) -> None:
     run_dir = tmp_path / "seed-1"
     _write_evaluations(run_dir / "evaluations.csv", [(1200, -36.5), (60000, -22.25)])
     (run_dir / "run.json").write_text('{"agent_steps": 60000, "versions": {"benchmarl": "1.5.2"}}')
-    bm.write_alf_format(run_dir, seed=1, algorithm="ippo")
+    results.write_alf_format(run_dir, seed=1, algorithm="ippo")
     (run,) = load_runs([str(tmp_path)])
     assert (run.algorithm, run.env, run.seed, run.status) == (
         "BENCHMARL IPPO",
-        bm.ENV_NAME,
+        results.ENV_NAME,
         1,
         "finished",
     )
