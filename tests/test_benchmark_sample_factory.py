@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,3 +43,51 @@ def test_every_task_names_an_example_config():
     for name, bench in module.BENCHES.items():
         assert (module.EXAMPLES / bench.alf_conf).exists(), name
         assert bench.frame_skip >= 1 and bench.sf_reward_scale > 0
+
+
+def _gin_values(path: Path) -> dict[str, str]:
+    """``name = value`` bindings of a gin file and the files it includes (one line each,
+    comments dropped; a later binding wins)."""
+    values: dict[str, str] = {}
+    for line in open(path):
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("include"):
+            values.update(_gin_values(path.parent / line.split(None, 1)[1].strip("'\"")))
+        elif "=" in line and not line.startswith("import"):
+            name, value = (part.strip() for part in line.split("=", 1))
+            values[name] = value
+    return values
+
+
+def test_sample_factory_makes_alf_updates_per_frame():
+    """SF's mini-batch and mini-batches per iteration are ALF's: the same number of updates
+    of the same size per frame (SF's --batch_size is its mini-batch, in transitions)."""
+    module = _module()
+    for name, bench in module.BENCHES.items():
+        alf = _gin_values(module.EXAMPLES / bench.alf_conf)
+        sf = dict(a[2:].split("=", 1) for a in bench.sf_args)
+        envs = int(alf["create_environment.num_parallel_environments"])
+        actors = int(alf["AsyncUnroller.num_actors"])
+        unroll = int(alf["TrainerConfig.unroll_length"])
+        fragments = int(alf["AsyncUnroller.fragments_per_iteration"])
+        mini_batch = int(alf["AppoAlgorithm.mini_batch_size"])
+        assert int(sf["num_workers"]) * int(sf["num_envs_per_worker"]) == envs, name
+        assert int(sf["rollout"]) == unroll, name
+        assert int(sf["batch_size"]) == mini_batch, name
+        iteration_steps = fragments * unroll * envs // actors
+        assert int(sf["batch_size"]) * int(sf["num_batches_per_epoch"]) == iteration_steps, name
+        assert int(sf["num_epochs"]) == int(alf["AppoAlgorithm.num_epochs"]), name
+
+
+def test_network_layouts_match_in_both_frameworks():
+    module = _module()
+    bench = module.BENCHES["doom_basic"]
+    shared = module.with_network(bench, "shared")
+    assert "--actor_critic_share_weights=True" in shared.sf_args
+    assert (
+        "@ActorValueNetwork"
+        in _gin_values(module.EXAMPLES / bench.alf_conf)["AppoAlgorithm.actor_value_network_ctor"]
+    )
+    separate = module.with_network(bench, "separate")
+    assert "--actor_critic_share_weights=False" in separate.sf_args
+    assert "AppoAlgorithm.actor_value_network_ctor=None" in separate.alf_params

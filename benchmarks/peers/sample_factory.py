@@ -1,15 +1,19 @@
 """ALF's asynchronous APPO against Sample Factory 2 on this machine's CPU.
 
 Both frameworks train the same task with the same network shape (Sample Factory's
-'convnet_simple' encoder + 512 fc, ELU, no recurrent core; ``--network=separate``, the
-default: separate actor and critic encoders, SF's
-``--actor_critic_share_weights=False``, as ALF's example configs have them;
-``--network=shared``: one encoder in both, SF's default and ALF's
-``ActorValueNetwork``), the same environment count, rollout, batch, mini-batches,
+'convnet_simple' encoder + 512 fc, ELU, no recurrent core; ``--network=shared``, the
+default: one encoder feeding the action and value heads, SF's default and ALF's
+``ActorValueNetwork`` as the example configs have it; ``--network=separate``: separate
+actor and critic encoders, SF's ``--actor_critic_share_weights=False`` and ALF's
+``ActorDistributionNetwork`` + ``ValueNetwork``), the same environment count, rollout,
 learning rate (1e-3, constant in both: SF 2.1.1's command line offers no linear decay,
-so the ALF config's decay is overridden), clip, entropy bonus and frame skip, for the
-same frame budget; runs alternate between the frameworks seed by seed so drifting load
-hits both alike.
+so the ALF config's decay is overridden), clip, entropy bonus and frame skip, and the
+same updates: ALF trains each iteration on 4 fragments of 8 environments x 32 steps
+(1,024 steps) in 4 mini-batches of 256, which is SF's ``--batch_size=256`` (SF's
+mini-batch, in transitions) with ``--num_batches_per_epoch=4``, one epoch. The budget is
+the same frame count; runs alternate between the frameworks seed by seed so drifting
+load hits both alike. (Before 2026-11-28 SF was given ``--batch_size=1024``, i.e. 4,096
+steps per iteration in mini-batches of 1,024: a quarter of ALF's updates per frame.)
 Reported per run: env frames/s (agent steps x frame skip, as Sample Factory counts
 them), the wall time to a score of the training episodes' average return (SF evaluates
 nothing during training, so both are judged by their training episodes), and the load
@@ -92,7 +96,7 @@ _DOOM_SF = (
     "--num_workers=2",
     "--num_envs_per_worker=8",
     "--worker_num_splits=2",
-    "--batch_size=1024",
+    "--batch_size=256",
     "--rollout=32",
     "--num_batches_per_epoch=4",
     "--num_epochs=1",
@@ -109,7 +113,7 @@ _DOOM_SF = (
     "--value_loss_coeff=0.5",
     "--nonlinearity=elu",
     "--encoder_conv_architecture=convnet_simple",
-    "--actor_critic_share_weights=False",
+    "--actor_critic_share_weights=True",
     "--normalize_input=False",
     "--normalize_returns=False",
     "--decorrelate_envs_on_one_worker=False",
@@ -141,28 +145,30 @@ BENCHES: dict[str, Bench] = {
     ),
 }
 
-# ALF's shared torso (``ActorValueNetwork``: one encoder, action and value heads), the
-# layout of Sample Factory's default ``--actor_critic_share_weights=True``.
-_ALF_SHARED_TORSO = (
-    "AppoAlgorithm.actor_value_network_ctor=@ActorValueNetwork",
-    "ActorValueNetwork.fc_layer_params=(512,)",
-    "ActorValueNetwork.activation='elu'",
+# ALF's separate actor and value networks (the configs share one ``ActorValueNetwork``),
+# the layout of Sample Factory's ``--actor_critic_share_weights=False``.
+_ALF_SEPARATE_NETWORKS = (
+    "AppoAlgorithm.actor_value_network_ctor=None",
+    "ActorDistributionNetwork.fc_layer_params=(512,)",
+    "ActorDistributionNetwork.activation='elu'",
+    "ValueNetwork.fc_layer_params=(512,)",
+    "ValueNetwork.activation='elu'",
 )
 
 
 def with_network(bench: Bench, network: str) -> Bench:
-    """``bench`` with both frameworks' actor and critic ``"separate"`` (the configs as they
-    are) or ``"shared"`` (one encoder: SF's default, ALF's ``ActorValueNetwork``)."""
-    if network == "separate":
+    """``bench`` with both frameworks' actor and critic sharing one encoder (``"shared"``:
+    the configs as they are) or with separate encoders (``"separate"``)."""
+    if network == "shared":
         return bench
-    if network != "shared":
-        raise ValueError(f"--network must be 'separate' or 'shared', got {network!r}")
+    if network != "separate":
+        raise ValueError(f"--network must be 'shared' or 'separate', got {network!r}")
     sf_args = tuple(
-        "--actor_critic_share_weights=True" if a.startswith("--actor_critic_share_weights") else a
+        "--actor_critic_share_weights=False" if a.startswith("--actor_critic_share_weights") else a
         for a in bench.sf_args
     )
     return dataclasses.replace(
-        bench, sf_args=sf_args, alf_params=(*bench.alf_params, *_ALF_SHARED_TORSO)
+        bench, sf_args=sf_args, alf_params=(*bench.alf_params, *_ALF_SEPARATE_NETWORKS)
     )
 
 
@@ -294,10 +300,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout_s", type=float, default=3600, help="wall limit per run")
     parser.add_argument(
         "--network",
-        default="separate",
-        choices=("separate", "shared"),
-        help="actor and critic with separate encoders (as the ALF configs) or one shared "
-        "encoder (SF's default; ALF's ActorValueNetwork)",
+        default="shared",
+        choices=("shared", "separate"),
+        help="actor and critic sharing one encoder (SF's default; ALF's ActorValueNetwork, "
+        "as the example configs) or with separate encoders",
     )
     args = parser.parse_args(argv)
     out = Path(args.out).expanduser()
