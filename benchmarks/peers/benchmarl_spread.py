@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -188,26 +189,32 @@ def _task() -> Any:
     )
 
 
-def run_inside(args: argparse.Namespace) -> None:
-    """One BenchMARL IPPO (or MAPPO) run (in BenchMARL's venv)."""
-    import warnings
+@dataclasses.dataclass
+class _RunState:
+    """What the callbacks of one BenchMARL run share with ``run_inside``.
 
-    warnings.filterwarnings("ignore", message=".*PettingZoo in TorchRL is tested.*")
-    warnings.filterwarnings("ignore", message=".*SyncDataCollector has been deprecated.*")
-    # ALF normalises a mini-batch's advantages over all its rows (every agent's steps),
-    # which is what ClipPPOLoss does without normalize_advantage_exclude_dims.
-    warnings.filterwarnings("ignore", message=".*advantage key has more dimensions.*")
-    import torch
-    from benchmarl.algorithms import IppoConfig, MappoConfig
-    from benchmarl.experiment import Experiment, ExperimentConfig
-    from benchmarl.experiment.callback import Callback
-    from benchmarl.models.mlp import MlpConfig
+    Attributes:
+        csv_path: the evaluations' CSV.
+        restore: the checkpoint the run resumes from, or None.
+        max_frames: the run's budget in frames (the learning rate decays to 0 there).
+        start: ``time.monotonic()`` when this attempt started.
+        wall_before_s: wall seconds of the earlier attempts, up to the checkpoint.
+    """
 
-    torch.set_num_threads(1)
-    out = Path(args.run_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    iterations = math.ceil(args.agent_steps / (NUM_AGENTS * FRAMES_PER_BATCH))
-    max_frames = iterations * FRAMES_PER_BATCH
+    csv_path: Path
+    restore: Path | None
+    max_frames: int
+    start: float
+    wall_before_s: float = 0.0
+
+    def wall_s(self) -> float:
+        """Wall seconds of the whole run so far (earlier attempts included)."""
+        return self.wall_before_s + time.monotonic() - self.start
+
+
+def _experiment_config(args: argparse.Namespace, out: Path, state: _RunState) -> Any:
+    """BenchMARL's experiment settings: ALF's collection, optimizer and evaluation."""
+    from benchmarl.experiment import ExperimentConfig
 
     config = ExperimentConfig.get_from_yaml()
     config.sampling_device = config.train_device = config.buffer_device = "cpu"
@@ -219,7 +226,7 @@ def run_inside(args: argparse.Namespace) -> None:
     config.clip_grad_norm = True
     config.clip_grad_val = 10.0
     config.max_n_iters = None
-    config.max_n_frames = max_frames
+    config.max_n_frames = state.max_frames
     config.on_policy_collected_frames_per_batch = FRAMES_PER_BATCH
     config.on_policy_n_envs_per_worker = GAMES
     config.on_policy_n_minibatch_iters = EPOCHS
@@ -236,33 +243,70 @@ def run_inside(args: argparse.Namespace) -> None:
     config.checkpoint_interval = args.eval_every_iterations * FRAMES_PER_BATCH
     config.keep_checkpoints_num = 2
     config.checkpoint_at_end = False
-    restore = latest_checkpoint(out)
-    config.restore_file = str(restore) if restore is not None else None
-    if restore is not None:
-        print(f"resuming from {restore}", flush=True)
+    config.restore_file = str(state.restore) if state.restore is not None else None
+    return config
 
-    algorithm = (MappoConfig if args.algorithm == "mappo" else IppoConfig).get_from_yaml()
-    algorithm.share_param_critic = True
-    algorithm.clip_epsilon = 0.2
-    algorithm.entropy_coef = 0.01
-    algorithm.critic_coef = 0.5
-    algorithm.loss_critic_type = "l2"
-    algorithm.lmbda = 0.95
-    algorithm.minibatch_advantage = False
 
-    model = MlpConfig(
+def _algorithm_config(algorithm: str) -> Any:
+    """BenchMARL's IPPO or MAPPO with ALF's PPO settings."""
+    from benchmarl.algorithms import IppoConfig, MappoConfig
+
+    config = (MappoConfig if algorithm == "mappo" else IppoConfig).get_from_yaml()
+    config.share_param_critic = True
+    config.clip_epsilon = 0.2
+    config.entropy_coef = 0.01
+    config.critic_coef = 0.5
+    config.loss_critic_type = "l2"
+    config.lmbda = 0.95
+    config.minibatch_advantage = False
+    return config
+
+
+def _mlp() -> Any:
+    """ALF's 2x64 tanh network as BenchMARL's model config."""
+    import torch
+    from benchmarl.models.mlp import MlpConfig
+
+    return MlpConfig(
         num_cells=[64, 64], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh
     )
-    critic = MlpConfig(
-        num_cells=[64, 64], layer_class=torch.nn.Linear, activation_class=torch.nn.Tanh
-    )
 
-    csv_path = out / "evaluations.csv"
-    start = time.monotonic()
-    clock = {"before": 0.0}  # wall seconds of the earlier attempts, up to the checkpoint
 
-    def wall_s() -> float:
-        return clock["before"] + time.monotonic() - start
+def _append_evaluation(state: _RunState, rollouts: list[Any], frames: int, iteration: int) -> None:
+    """One evaluation's row in the CSV: the return per agent over its games."""
+    returns = []
+    for rollout in rollouts:  # one game each: reward [T, agents, 1]
+        per_agent = rollout.get(("next", "agent", "reward")).sum(dim=0).flatten()
+        returns.append(float(per_agent.mean()))
+    mean = sum(returns) / len(returns)
+    std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+    with open(state.csv_path, "a", newline="") as f:
+        csv.writer(f).writerow(
+            [
+                frames * NUM_AGENTS,
+                frames,
+                iteration,
+                f"{mean:.4f}",
+                f"{std:.4f}",
+                len(returns),
+                f"{state.wall_s():.1f}",
+            ]
+        )
+    print(f"agent-steps {frames * NUM_AGENTS:>9,}  eval return per agent {mean:8.3f}", flush=True)
+
+
+def _set_learning_rate(optimizers: dict[str, dict[str, Any]], lr: float) -> None:
+    """Sets ``lr`` in every parameter group of BenchMARL's optimizers (group -> name -> Adam)."""
+    for by_name in optimizers.values():
+        for optimizer in by_name.values():
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
+
+def _alf_settings(state: _RunState) -> Any:
+    """The callback giving a BenchMARL run ALF's settings (class made in a function, as
+    it needs BenchMARL)."""
+    from benchmarl.experiment.callback import Callback
 
     class AlfSettings(Callback):
         """ALF's advantage normalisation and learning-rate decay; the evaluations' CSV;
@@ -271,8 +315,8 @@ def run_inside(args: argparse.Namespace) -> None:
         def on_setup(self) -> None:
             for loss in self.experiment.losses.values():
                 loss.normalize_advantage = True
-            if restore is None:
-                with open(csv_path, "w", newline="") as f:
+            if state.restore is None:
+                with open(state.csv_path, "w", newline="") as f:
                     csv.writer(f).writerow(CSV_COLUMNS)
 
         def on_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -280,97 +324,104 @@ def run_inside(args: argparse.Namespace) -> None:
                 group: {name: opt.state_dict() for name, opt in optimizers.items()}
                 for group, optimizers in self.experiment.optimizers.items()
             }
-            state_dict["alf_wall_s"] = wall_s()
+            state_dict["alf_wall_s"] = state.wall_s()
 
         def on_load_state_dict(self, state_dict: dict[str, Any]) -> None:
             for group, optimizers in state_dict["alf_optimizers"].items():
                 for name, optimizer_state in optimizers.items():
                     self.experiment.optimizers[group][name].load_state_dict(optimizer_state)
-            clock["before"] = state_dict["alf_wall_s"]
-            keep_evaluations_up_to(csv_path, state_dict["state"]["total_frames"])
+            state.wall_before_s = state_dict["alf_wall_s"]
+            keep_evaluations_up_to(state.csv_path, state_dict["state"]["total_frames"])
 
         def on_batch_collected(self, batch: Any) -> None:
             # ALF's schedules read the progress before the iteration's collection.
             before = self.experiment.total_frames - batch.numel()
-            lr = LEARNING_RATE * max(0.0, 1.0 - before / max_frames)
-            for optimizers in self.experiment.optimizers.values():
-                for optimizer in optimizers.values():
-                    for group in optimizer.param_groups:
-                        group["lr"] = lr
+            lr = LEARNING_RATE * max(0.0, 1.0 - before / state.max_frames)
+            _set_learning_rate(self.experiment.optimizers, lr)
 
         def on_evaluation_end(self, rollouts: list[Any]) -> None:
-            returns = []
-            for rollout in rollouts:  # one game each: reward [T, agents, 1]
-                per_agent = rollout.get(("next", "agent", "reward")).sum(dim=0).flatten()
-                returns.append(float(per_agent.mean()))
-            mean = sum(returns) / len(returns)
-            std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
-            frames = self.experiment.total_frames
-            with open(csv_path, "a", newline="") as f:
-                csv.writer(f).writerow(
-                    [
-                        frames * NUM_AGENTS,
-                        frames,
-                        self.experiment.n_iters_performed + 1,
-                        f"{mean:.4f}",
-                        f"{std:.4f}",
-                        len(returns),
-                        f"{wall_s():.1f}",
-                    ]
-                )
-            print(
-                f"agent-steps {frames * NUM_AGENTS:>9,}  eval return per agent {mean:8.3f}",
-                flush=True,
-            )
+            iteration = self.experiment.n_iters_performed + 1
+            _append_evaluation(state, rollouts, self.experiment.total_frames, iteration)
 
-    experiment = Experiment(
-        task=_task(),
-        algorithm_config=algorithm,
-        model_config=model,
-        critic_model_config=critic,
-        seed=args.seed,
-        config=config,
-        callbacks=[_by_name(AlfSettings)()],
-    )
-    setup_s = time.monotonic() - start
-    experiment.run()
+    return _by_name(AlfSettings)()
+
+
+def _run_info(
+    args: argparse.Namespace, state: _RunState, experiment: Any, setup_s: float
+) -> dict[str, Any]:
+    """``run.json``: the run's budget, wall time, learning rates at the end and versions."""
     import benchmarl
     import mpe2
     import pettingzoo
     import tensordict
+    import torch
     import torchrl
 
-    (out / "run.json").write_text(
-        json.dumps(
+    return {
+        "seed": args.seed,
+        "agent_steps": state.max_frames * NUM_AGENTS,
+        "frames": state.max_frames,
+        "iterations": state.max_frames // FRAMES_PER_BATCH,
+        "wall_s": state.wall_s(),
+        "setup_s": setup_s,
+        "resumed_from": str(state.restore) if state.restore is not None else None,
+        "torch_num_threads": torch.get_num_threads(),
+        "final_learning_rates": sorted(
             {
-                "seed": args.seed,
-                "agent_steps": max_frames * NUM_AGENTS,
-                "frames": max_frames,
-                "iterations": iterations,
-                "wall_s": wall_s(),
-                "setup_s": setup_s,
-                "resumed_from": str(restore) if restore is not None else None,
-                "torch_num_threads": torch.get_num_threads(),
-                "final_learning_rates": sorted(
-                    {
-                        g["lr"]
-                        for opts in experiment.optimizers.values()
-                        for o in opts.values()
-                        for g in o.param_groups
-                    }
-                ),
-                "versions": {
-                    "benchmarl": benchmarl.__version__,
-                    "torchrl": torchrl.__version__,
-                    "tensordict": tensordict.__version__,
-                    "torch": torch.__version__,
-                    "pettingzoo": pettingzoo.__version__,
-                    "mpe2": getattr(mpe2, "__version__", None),
-                },
-            },
-            indent=2,
-        )
+                g["lr"]
+                for opts in experiment.optimizers.values()
+                for o in opts.values()
+                for g in o.param_groups
+            }
+        ),
+        "versions": {
+            "benchmarl": benchmarl.__version__,
+            "torchrl": torchrl.__version__,
+            "tensordict": tensordict.__version__,
+            "torch": torch.__version__,
+            "pettingzoo": pettingzoo.__version__,
+            "mpe2": getattr(mpe2, "__version__", None),
+        },
+    }
+
+
+def run_inside(args: argparse.Namespace) -> None:
+    """One BenchMARL IPPO (or MAPPO) run (in BenchMARL's venv)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*PettingZoo in TorchRL is tested.*")
+    warnings.filterwarnings("ignore", message=".*SyncDataCollector has been deprecated.*")
+    # ALF normalises a mini-batch's advantages over all its rows (every agent's steps),
+    # which is what ClipPPOLoss does without normalize_advantage_exclude_dims.
+    warnings.filterwarnings("ignore", message=".*advantage key has more dimensions.*")
+    import torch
+    from benchmarl.experiment import Experiment
+
+    torch.set_num_threads(1)
+    out = Path(args.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    iterations = math.ceil(args.agent_steps / (NUM_AGENTS * FRAMES_PER_BATCH))
+    state = _RunState(
+        csv_path=out / "evaluations.csv",
+        restore=latest_checkpoint(out),
+        max_frames=iterations * FRAMES_PER_BATCH,
+        start=time.monotonic(),
     )
+    if state.restore is not None:
+        print(f"resuming from {state.restore}", flush=True)
+    experiment = Experiment(
+        task=_task(),
+        algorithm_config=_algorithm_config(args.algorithm),
+        model_config=_mlp(),
+        critic_model_config=_mlp(),
+        seed=args.seed,
+        config=_experiment_config(args, out, state),
+        callbacks=[_alf_settings(state)],
+    )
+    setup_s = time.monotonic() - state.start
+    experiment.run()
+    info = _run_info(args, state, experiment, setup_s)
+    (out / "run.json").write_text(json.dumps(info, indent=2))
 
 
 CSV_COLUMNS = (
