@@ -82,3 +82,24 @@ def test_report_reads_a_result():
     text = report(results)
     assert "median 22.5% (target >= 50%: NOT met)" in text
     assert "learner waiting for fragments" in text and "5.0%" in text
+
+
+def test_raw_vizdoom_steps_the_preset_envs_and_resets_them():
+    """The raw contender of a VizDoom config: the preset's environments (frame skip,
+    resize) stepped in turn, each reset when its episode ends."""
+    pytest.importorskip("vizdoom")
+    from benchmarks.collection.pixel_profile import _raw_pool
+
+    raw = _raw_pool("VizdoomBasic-v1", 2, "vizdoom")
+    try:
+        assert len(raw.envs) == 2 and raw.config == {"num_threads": None}
+        assert raw.envs[0].observation_space["screen"].shape == (3, 72, 128)
+        resets = []
+        for i, env in enumerate(raw.envs):
+            reset = env.reset
+            env.reset = lambda i=i, reset=reset, **kw: (resets.append(i), reset(**kw))[1]
+        for _ in range(80):  # Basic times out after 300 tics = 75 steps: both reset
+            raw.step([0, 0])
+        assert sorted(resets) == [0, 1]
+    finally:
+        raw.close()

@@ -19,7 +19,9 @@ reversed every round), microseconds per environment step of:
    ``read``, the learner's copy out of them), per environment step of the fragment;
 5. ``learn``: the learner's ``algorithm.learn`` (V-trace, 4 epochs of mini-batches,
    forward, backward, Adam) on a trajectory of ``fragments_per_iteration`` collected
-   fragments, per environment step it consumes;
+   fragments, per environment step it consumes; ``learn_targets``: the part of it that
+   APPO's ``target_log_prob_and_value`` takes (V-trace's log-probabilities and values of
+   the whole trajectory, recomputed without gradients before the mini-batches);
 
 and ``sampler``: the actor's collection loop without learning, the actor's own
 ``SyncUnroller.collect()`` with the config's policy followed by ``FragmentPool.write``
@@ -32,11 +34,17 @@ The sampler's rate is compared with ``raw``'s (the issue's target: >= 50%).
    a summary every iteration), whose ``progress.jsonl`` gives the learner's wait share,
    the policy lag and the env steps/s of the whole run.
 
+Another APPO config is profiled the same way with ``--conf``; for a VizDoom scenario
+(``suite_gym.load.preset = "vizdoom"``, e.g. ``alf/examples/appo_doom_basic.gin``), which
+EnvPool lacks, ``raw`` steps the preset's environments (frame skip, resize: what Sample
+Factory's rollout workers step) one after another in the worker.
+
 Usage (about 7 minutes on a loaded 2-core machine, half of it the training run;
 ``--quick`` about 4, ``--train_steps 0`` leaves the run out)::
 
     python benchmarks/collection/pixel_profile.py
     python -m benchmarks.collection.pixel_profile --rounds 3 --train_steps 0 --quick
+    python benchmarks/collection/pixel_profile.py --conf=alf/examples/appo_doom_basic.gin
 """
 
 from __future__ import annotations
@@ -92,6 +100,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "config": config,
         "env_name": _bound("create_environment.env_name", "PongNoFrameskip-v4"),
+        "preset": _bound("suite_gym.load.preset", "atari"),
         "num_envs": num_envs,
         "num_actors": num_actors,
         "envs_per_actor": num_envs // num_actors,
@@ -101,9 +110,39 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _raw_pool(env_name: str, num_envs: int) -> Any:
-    """EnvPool's Atari pool with the preset's options (as ALF's envpool backend makes it,
-    EnvPool's default thread count), seed 0, reset."""
+class _RawVizdoom:
+    """``num_envs`` VizDoom environments with the preset's frame skip and resize (what
+    Sample Factory's rollout workers step), one after another in this process, each
+    reset at the end of its episode; EnvPool has no VizDoom."""
+
+    def __init__(self, env_name: str, num_envs: int) -> None:
+        from alf.environments.vizdoom import VizdoomPreset
+
+        self.envs = [VizdoomPreset().make(env_name, training=True) for _ in range(num_envs)]
+        for i, env in enumerate(self.envs):
+            env.reset(seed=i)
+        self.config = {"num_threads": None}  # no thread pool
+
+    def step(self, actions: Any) -> None:
+        """One step of every environment with its action of ``actions``."""
+        for env, action in zip(self.envs, actions, strict=True):
+            _, _, terminated, truncated, _ = env.step(int(action))
+            if terminated or truncated:
+                env.reset()
+
+    def close(self) -> None:
+        """Closes the environments."""
+        for env in self.envs:
+            env.close()
+
+
+def _raw_pool(env_name: str, num_envs: int, preset_name: str) -> Any:
+    """The environments without ALF: EnvPool's Atari pool with the preset's options (as
+    ALF's envpool backend makes it, EnvPool's default thread count), or for a VizDoom
+    scenario (``preset_name`` "vizdoom") the preset's environments stepped in turn; seed
+    0, reset."""
+    if preset_name == "vizdoom":
+        return _RawVizdoom(env_name, num_envs)
     import envpool
 
     from alf.environments.atari import AtariPreset, envpool_atari_id
@@ -136,7 +175,7 @@ class _Bench:
 
         config, n, length = s["config"], s["envs_per_actor"], s["unroll_length"]
         self.n, self.length, self.fragments = n, length, s["fragments_per_iteration"]
-        self.raw = _raw_pool(s["env_name"], n)
+        self.raw = _raw_pool(s["env_name"], n, s["preset"])
         closers.append(self.raw)
         # The actor's environment factory (AsyncUnroller's), the same seeds for both.
         make_env = functools.partial(create_environment,
@@ -166,6 +205,7 @@ class _Bench:
         self.pool = FragmentPool(spec=self.learner.experience_spec(), num_buffers=s["num_buffers"],
                                  length=self.policy.history_length + length + 1, batch_size=n)
         self.sinks: dict[str, list[float]] = {"env": [], "policy": [], "write": []}
+        self.target_sink: list[float] = []  # APPO's recompute of log-probs and values
         self._instrument()
         self.segments: list[Any] = []
         self.version = 0
@@ -180,10 +220,13 @@ class _Bench:
         for name in ("step_async", "step_wait") if env.steps_in_background else ("step",):
             setattr(env, name, timed(getattr(env, name), self.sinks["env"]))
         self.policy.explore_step = timed(self.policy.explore_step, self.sinks["policy"])
+        recompute = getattr(self.learner, "target_log_prob_and_value", None)
+        if recompute is not None:  # APPO: V-trace's forward without gradients
+            self.learner.target_log_prob_and_value = timed(recompute, self.target_sink)
 
     # Each contender returns the environment steps its call stands for.
     def raw_steps(self) -> int:
-        """``length`` raw EnvPool steps of the batch."""
+        """``length`` raw steps of the batch (EnvPool, or the VizDoom environments)."""
         for i in range(self.length):
             self.raw.step(self.np_actions[i % 256])
         return self.length * self.n
@@ -271,12 +314,13 @@ def _rounds(bench: _Bench, args: argparse.Namespace) -> tuple[dict[str, list[flo
         "learn": bench.learn,
     }
     times: dict[str, list[float]] = {name: [] for name in contenders}
+    times["learn_targets"] = []  # the part of ``learn`` that recomputes V-trace's inputs
     breakdown: dict[str, list[float]] = {"env": [], "policy": [], "write": [], "other": []}
     for r in range(args.rounds):
         names = [k for k in contenders if k != "learn" or r < args.learn_rounds]
         loads = os.getloadavg()[0]
         for name in names if r % 2 == 0 else names[::-1]:
-            for sink in bench.sinks.values():
+            for sink in (*bench.sinks.values(), bench.target_sink):
                 sink.clear()
             start = time.perf_counter()
             steps = contenders[name]()
@@ -284,6 +328,8 @@ def _rounds(bench: _Bench, args: argparse.Namespace) -> tuple[dict[str, list[flo
             if not steps:
                 continue
             times[name].append(elapsed / steps * 1e6)
+            if name == "learn" and bench.target_sink:
+                times["learn_targets"].append(sum(bench.target_sink) / steps * 1e6)
             if name == "sampler":
                 parts = {k: sum(v) / steps * 1e6 for k, v in bench.sinks.items()}
                 parts["other"] = elapsed / steps * 1e6 - sum(parts.values())
@@ -312,8 +358,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         bench = _Bench(s, closers)
         build_s = time.perf_counter() - built
         times, breakdown = _rounds(bench, args)
+        envpool_env = getattr(bench.env, "envpool_env", None)  # None: another backend
         threads = {"raw": bench.raw.config["num_threads"],
-                   "alf": bench.env.envpool_env.config["num_threads"]}
+                   "alf": envpool_env.config["num_threads"] if envpool_env else None}
     finally:
         for c in closers:
             c.close()

@@ -14,13 +14,14 @@ TARGET = 0.5
 """The issue's target: the sampler at >= 50% of raw EnvPool's steps/s."""
 
 LABELS: dict[str, str] = {
-    "raw": "1. raw EnvPool step (numpy, no ALF)",
-    "alf_env": "2. ALF env step (envpool backend)",
+    "raw": "1. raw env step (EnvPool, or VizDoom preset envs; no ALF)",
+    "alf_env": "2. ALF env step (the config's backend)",
     "policy": "3. actor policy forward (explore_step)",
     "actor_net": "3b. the actor network alone (no value net)",
     "write": "4. frame copy into shared memory (write)",
     "read": "4b. learner's copy out of it (read)",
     "learn": "5. learner: learn() on one batch",
+    "learn_targets": "5a. of which V-trace's log-probs and values (no grad)",
     "sampler": "sampler: collect() + write",
 }
 """Contender key -> row label of the report."""
@@ -135,7 +136,7 @@ def report(results: dict[str, Any]) -> str:
             f"{s['num_actors']} actors), fragments of {s['unroll_length']} steps, "
             f"{s['fragments_per_iteration']} per iteration; EnvPool num_threads raw "
             f"{w['envpool_num_threads']['raw']} / ALF {w['envpool_num_threads']['alf']} "
-            f"(0: EnvPool's default); torch threads {w['torch_num_threads']}")
+            f"(0: EnvPool's default, None: no EnvPool); torch threads {w['torch_num_threads']}")
         lines += ["", *_contender_lines(w)]
     t = results.get("train")
     if t is not None:
@@ -162,10 +163,10 @@ def _contender_lines(w: dict[str, Any]) -> list[str]:
     ratios = round_ratios(w["times_us"]["raw"], w["times_us"]["sampler"])
     raw, sampler = medians["raw"], medians["sampler"]
     met = "met" if statistics.median(ratios) >= TARGET else "NOT met"
-    out += ["", "sampler alone vs raw EnvPool (same envs, alternating rounds)",
+    out += ["", "sampler alone vs the raw env (same envs, alternating rounds)",
             format_table(
                 ["", "us/step", "steps/s"],
-                [["raw EnvPool", _us(raw), f"{1e6 / raw:,.0f}"],
+                [["raw env", _us(raw), f"{1e6 / raw:,.0f}"],
                  ["sampler (collect + write)", _us(sampler), f"{1e6 / sampler:,.0f}"]]),
             "sampler / raw per round: " + ", ".join(f"{100 * r:.1f}%" for r in ratios)
             + f"; median {100 * statistics.median(ratios):.1f}% (target >= "
