@@ -30,6 +30,19 @@ def _fresh_gin():
     gin.clear_config()
 
 
+def test_cql_maps_its_target_action_onto_d3rlpy():
+    spec, rows = d3rlpy_spec("cql", read_alf_settings("cql", []), 10_000)
+    assert spec["config"] == "CQLConfig" and spec["fields"]["soft_q_backup"] is False
+    assert ("CqlAlgorithm.next_action", "mean", "(target action)", "mean") in rows
+    soft = read_alf_settings(
+        "cql", ["CqlAlgorithm.backup_entropy=True", "CqlAlgorithm.next_action='sample'"]
+    )
+    assert d3rlpy_spec("cql", soft, 10_000)[0]["fields"]["soft_q_backup"] is True
+    sampled = read_alf_settings("cql", ["CqlAlgorithm.next_action='sample'"])
+    with pytest.raises(MappingError, match=r"CqlAlgorithm.next_action = 'sample'"):
+        d3rlpy_spec("cql", sampled, 10_000)
+
+
 def test_iql_maps_every_setting_onto_d3rlpy():
     spec, rows = d3rlpy_spec("iql", read_alf_settings("iql", []), 10_000)
     assert spec["config"] == "IQLConfig"

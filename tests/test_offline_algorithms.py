@@ -25,7 +25,11 @@ from alf.algorithms import (
     Td3BcAlgorithm,
 )
 from alf.algorithms.iql import expectile_loss
-from alf.algorithms.off_policy_algorithm import OffPolicyAlgorithm
+from alf.algorithms.off_policy_algorithm import (
+    OffPolicyAlgorithm,
+    bootstrap_observations,
+    n_step_target,
+)
 from alf.algorithms.offline_rl import OfflineDataError, episode_returns, prepare_offline_data
 from alf.data_structures import Experience, StepType
 from alf.data_transformers import ObservationNormalizer, build_data_transformer
@@ -37,6 +41,7 @@ from alf.networks import (
     ValueNetwork,
 )
 from alf.tensor_specs import BoundedTensorSpec, TensorSpec, UnsupportedActionSpaceError
+from alf.utils.distributions import distribution_mode
 from alf.utils.schedules import CosineSchedule
 
 OBS = TensorSpec((3,))
@@ -316,6 +321,33 @@ def test_cql_adds_the_weighted_gaps_of_both_critics():
     valid = info.sac.valid.unsqueeze(-1)
     gaps = (info.gap * valid).sum(0) / valid.sum()
     torch.testing.assert_close(algorithm.calc_loss(info).loss, without + 5.0 * gaps.sum())
+
+
+def test_cql_targets_bootstrap_from_a_sample_or_the_mean_action():
+    """``next_action="mean"`` (d3rlpy's soft_q_backup=False): the target critics'
+    minimum at the policy's squashed mean at the next state, the same every call;
+    ``"sample"`` (the paper's, CORL's) draws the action, so two calls differ."""
+    torch.manual_seed(0)
+    algorithm, exp = _offline("cql")
+    mean = _cql(next_action="mean")
+    mean.load_state_dict(algorithm.state_dict())
+    alpha = torch.ones(())
+    obs = bootstrap_observations(exp)
+    with torch.no_grad():
+        action = distribution_mode(mean.actor_network(obs))
+        values = mean.target_critic_network(obs, action).min(dim=-1).values
+    expected = n_step_target(exp, values, gamma=mean.gamma, reward_scale=mean.reward_scale)
+    torch.testing.assert_close(mean._target(exp, alpha), expected)
+    torch.testing.assert_close(mean._target(exp, alpha), expected)
+    assert not torch.allclose(algorithm._target(exp, alpha), algorithm._target(exp, alpha))
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"next_action": "mode"}, {"next_action": "mean", "backup_entropy": True}]
+)
+def test_cql_refuses_a_next_action_it_cannot_take(kwargs):
+    with pytest.raises(ValueError, match=r"CqlAlgorithm.next_action"):
+        _cql(**kwargs)
 
 
 @pytest.mark.parametrize(("threshold", "rises"), [(-100.0, True), (100.0, False)])

@@ -9,13 +9,19 @@ import torch.nn as nn
 
 from alf import nest
 from alf.algorithms.dqn import DqnAlgorithm, DqnInfo
-from alf.algorithms.off_policy_algorithm import masked_mean, valid_transitions
+from alf.algorithms.off_policy_algorithm import (
+    bootstrap_observations,
+    masked_mean,
+    n_step_target,
+    valid_transitions,
+)
 from alf.algorithms.offline_rl import check_action_box, first_row, prepare_offline_data
 from alf.algorithms.rl_algorithm import LearningSetup
 from alf.algorithms.sac import SacAlgorithm, SacInfo
 from alf.config import configurable, invalid_value
 from alf.data_structures import AlgStep, Experience, LossInfo
 from alf.tensor_specs import action_bounds
+from alf.utils.distributions import distribution_mode
 from alf.utils.schedules import Schedule
 
 __all__ = ["CqlAlgorithm", "CqlInfo", "DiscreteCqlAlgorithm", "DiscreteCqlInfo"]
@@ -61,8 +67,10 @@ class CqlAlgorithm(SacAlgorithm):
     ``Q(s, a) - log p(a)``: uniformly random actions in the bounds, the current policy's
     at ``s`` and its actions at the next state ``s'`` (all without gradient to the
     policy). Targets bootstrap from the target critics' minimum without the entropy
-    term unless ``backup_entropy`` (CORL's and d3rlpy's default). The actor and the
-    temperature are SAC's.
+    term unless ``backup_entropy`` (CORL's and d3rlpy's default), at an action the
+    policy samples at the next state (``next_action="sample"``: the paper's and CORL's)
+    or at its mean action (``"mean"``: d3rlpy's ``soft_q_backup=False``). The actor and
+    the temperature are SAC's.
 
     With ``lagrange_threshold`` (the paper's ``tau``) the weight is also multiplied by a
     Lagrange multiplier ``alpha' = exp(log_alpha')`` (clipped at 1e6), which rises while
@@ -71,13 +79,17 @@ class CqlAlgorithm(SacAlgorithm):
 
     The defaults are d3rlpy's (``CQLConfig``): ``conservative_weight`` 5.0 (CORL's
     MuJoCo configs use 10.0), 10 sampled actions, the actor and temperature learning at
-    1e-4 against the critics' 3e-4 (``learning_rate``). Only feed-forward networks
-    (no ``encoder_ctor``).
+    1e-4 against the critics' 3e-4 (``learning_rate``); but ``next_action`` is the
+    paper's ``"sample"`` (``cql_hopper_medium.gin`` sets d3rlpy's ``"mean"``). Only
+    feed-forward networks (no ``encoder_ctor``).
 
     Args:
         conservative_weight: the weight of the conservative term (``alpha`` of the paper).
         num_sampled_actions: actions per proposal and state for the log-sum-exp.
         backup_entropy: include ``-alpha * log pi`` in the targets (SAC's soft backup).
+        next_action: the next state's action of the targets: ``"sample"`` (drawn from
+            the policy) or ``"mean"`` (its squashed mean; only without
+            ``backup_entropy``).
         lagrange_threshold: None (a fixed weight), or the gap the Lagrange multiplier
             holds the conservative term to.
         actor_learning_rate: learning rate (or schedule) of the actor, the temperature and
@@ -98,6 +110,7 @@ class CqlAlgorithm(SacAlgorithm):
         conservative_weight: float = 5.0,
         num_sampled_actions: int = 10,
         backup_entropy: bool = False,
+        next_action: str = "sample",
         lagrange_threshold: float | None = None,
         actor_learning_rate: float | Schedule | None = 1e-4,
         return_range: float | None = None,
@@ -113,7 +126,14 @@ class CqlAlgorithm(SacAlgorithm):
             raise invalid_value(f"{owner}.num_sampled_actions", num, "an int >= 1")
         self.conservative_weight = _check_weight(owner, conservative_weight)
         self.num_sampled_actions = num
+        if next_action not in ("sample", "mean") or (next_action == "mean" and backup_entropy):
+            raise invalid_value(
+                f"{owner}.next_action",
+                next_action,
+                "'sample', or 'mean' (without backup_entropy: a mean action has no entropy)",
+            )
         self.backup_entropy = backup_entropy
+        self.next_action = next_action
         self.lagrange_threshold = lagrange_threshold
         self.log_alpha_prime = nn.Parameter(
             torch.zeros(()), requires_grad=lagrange_threshold is not None
@@ -140,8 +160,14 @@ class CqlAlgorithm(SacAlgorithm):
         scale = prepare_offline_data(self, return_range=self.return_range)
         self.reward_scale = self._base_reward_scale * scale
 
+    @torch.no_grad()
     def _target(self, exp: Experience, alpha: torch.Tensor) -> torch.Tensor:
-        return super()._target(exp, alpha if self.backup_entropy else torch.zeros_like(alpha))
+        if self.next_action == "sample":
+            return super()._target(exp, alpha if self.backup_entropy else torch.zeros_like(alpha))
+        obs = bootstrap_observations(exp)
+        action = distribution_mode(self.actor_network(obs))
+        values = self.target_critic_network(obs, action).min(dim=-1).values
+        return n_step_target(exp, values, gamma=self.gamma, reward_scale=self.reward_scale)
 
     def _policy_samples(self, observation: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``[N, B, ...]`` actions of the policy at ``[B]`` states and their ``[N, B]``

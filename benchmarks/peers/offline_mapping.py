@@ -382,7 +382,15 @@ def _map_cql(m: _Mapper) -> None:
     )
     m.field(f"{cls}.initial_alpha", "initial_temperature")
     m.require(f"{cls}.target_entropy", None, "-action_dim, as d3rlpy's SAC")
-    m.field(f"{cls}.backup_entropy", "soft_q_backup")
+    soft = m.field(f"{cls}.backup_entropy", "soft_q_backup")
+    next_action = m.get(f"{cls}.next_action")
+    if not soft and next_action != "mean":
+        raise MappingError(
+            f"{cls}.next_action = {next_action!r}: without the soft backup d3rlpy's CQL "
+            "bootstraps from the policy's mean action; the benchmark needs 'mean' (or "
+            f"{cls}.backup_entropy = True, d3rlpy's soft_q_backup)"
+        )
+    m.row(f"{cls}.next_action", next_action, "(target action)", "sample" if soft else "mean")
     m.fields["max_q_backup"] = False
     threshold = m.get(f"{cls}.lagrange_threshold")
     if threshold is None:
