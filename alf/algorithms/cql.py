@@ -9,12 +9,7 @@ import torch.nn as nn
 
 from alf import nest
 from alf.algorithms.dqn import DqnAlgorithm, DqnInfo
-from alf.algorithms.off_policy_algorithm import (
-    bootstrap_observations,
-    masked_mean,
-    n_step_target,
-    valid_transitions,
-)
+from alf.algorithms.off_policy_algorithm import masked_mean, valid_transitions
 from alf.algorithms.offline_rl import check_action_box, first_row, prepare_offline_data
 from alf.algorithms.rl_algorithm import LearningSetup
 from alf.algorithms.sac import SacAlgorithm, SacInfo
@@ -160,14 +155,19 @@ class CqlAlgorithm(SacAlgorithm):
         scale = prepare_offline_data(self, return_range=self.return_range)
         self.reward_scale = self._base_reward_scale * scale
 
-    @torch.no_grad()
     def _target(self, exp: Experience, alpha: torch.Tensor) -> torch.Tensor:
+        return super()._target(exp, alpha if self.backup_entropy else torch.zeros_like(alpha))
+
+    @torch.no_grad()
+    def _bootstrap_values(
+        self, actor_input: Any, critic_input: Any, alpha: torch.Tensor
+    ) -> torch.Tensor:
+        """SAC's, or with ``next_action="mean"`` the target critics' minimum at the
+        policy's mean action (no entropy term: ``backup_entropy`` is refused then)."""
         if self.next_action == "sample":
-            return super()._target(exp, alpha if self.backup_entropy else torch.zeros_like(alpha))
-        obs = bootstrap_observations(exp)
-        action = distribution_mode(self.actor_network(obs))
-        values = self.target_critic_network(obs, action).min(dim=-1).values
-        return n_step_target(exp, values, gamma=self.gamma, reward_scale=self.reward_scale)
+            return super()._bootstrap_values(actor_input, critic_input, alpha)
+        action = distribution_mode(self.actor_network(actor_input))
+        return self.target_critic_network(critic_input, action).min(dim=-1).values
 
     def _policy_samples(self, observation: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``[N, B, ...]`` actions of the policy at ``[B]`` states and their ``[N, B]``
