@@ -104,6 +104,23 @@ class BoundedTensorSpec(TensorSpec):
     def __hash__(self) -> int:
         return hash((self.shape, self.dtype))
 
+    def __repr__(self) -> str:
+        """One line, whatever the shape: a bound that is the same everywhere is shown as
+        that number, another as its first and last values (error messages print specs)."""
+        return (
+            f"BoundedTensorSpec(shape={self.shape}, dtype={self.dtype}, "
+            f"minimum={_bound_repr(self.minimum)}, maximum={_bound_repr(self.maximum)})"
+        )
+
+
+def _bound_repr(bound: np.ndarray | float) -> str:
+    values = np.asarray(bound).ravel()
+    if values.size == 0:
+        return "[]"
+    if np.all(values == values[0]):
+        return repr(values[0].item())
+    return np.array2string(values, threshold=6, edgeitems=2, separator=", ").replace("\n", "")
+
 
 _NP_TO_TORCH = {
     np.dtype(np.float32): torch.float32,

@@ -110,3 +110,15 @@ def test_bounded_spec_equality_compares_bounds():
     assert a == b and hash(a) == hash(b)
     assert a != c
     assert a != TensorSpec((2,), torch.float32)
+
+
+def test_bounded_spec_repr_is_one_short_line():
+    """Error messages print specs: a board's bounds do not spill over many lines."""
+    board = BoundedTensorSpec(
+        shape=(6, 7, 2), dtype=torch.int64, minimum=np.zeros((6, 7, 2)), maximum=np.ones((6, 7, 2))
+    )
+    assert repr(board) == (
+        "BoundedTensorSpec(shape=(6, 7, 2), dtype=torch.int64, minimum=0.0, maximum=1.0)"
+    )
+    ramp = repr(BoundedTensorSpec(shape=(17,), minimum=np.arange(17.0), maximum=np.inf))
+    assert "\n" not in ramp and "..." in ramp and "16." in ramp and "maximum=inf" in ramp
