@@ -91,3 +91,17 @@ def test_network_layouts_match_in_both_frameworks():
     separate = module.with_network(bench, "separate")
     assert "--actor_critic_share_weights=False" in separate.sf_args
     assert "AppoAlgorithm.actor_value_network_ctor=None" in separate.alf_params
+
+
+def test_alf_variants_parse_to_a_label_and_bindings():
+    import argparse
+
+    import pytest
+
+    sample_factory = _module()
+    assert sample_factory.parse_variant(
+        "single_pass:AppoAlgorithm.single_pass=True; AppoAlgorithm.value_clip=None"
+    ) == ("alf_single_pass", ("AppoAlgorithm.single_pass=True", "AppoAlgorithm.value_clip=None"))
+    for bad in ("single_pass", ":AppoAlgorithm.single_pass=True", "label:;"):
+        with pytest.raises(argparse.ArgumentTypeError, match="LABEL:BINDING"):
+            sample_factory.parse_variant(bad)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -172,12 +172,20 @@ class OnPolicyAlgorithm(RLAlgorithm):
             # data-parallel run still takes part in every update, see _train_steps.)
             self.after_train_iter()
             return summarize_updates([], 0)
-        if self.is_recurrent:
-            stats, num_skipped = self._train_sequences(exp, valid.bool())
-        else:
-            stats, num_skipped = self._train_steps(exp, valid.reshape(-1).bool())
+        stats, num_skipped = self.train_updates(exp, valid.bool())
         self.after_train_iter()
         return {**summarize_updates(stats, num_skipped), **trajectory_stats}
+
+    def train_updates(
+        self, exp: Experience, valid: torch.Tensor
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The updates of one iteration on the preprocessed trajectory ``exp`` (``valid``:
+        its ``[T, B]`` bool mask of real steps): mini-batches of steps, or of sequences
+        for recurrent networks. Returns each applied update's statistics and the number
+        of updates skipped (see :func:`summarize_updates`)."""
+        if self.is_recurrent:
+            return self._train_sequences(exp, valid)
+        return self._train_steps(exp, valid.reshape(-1))
 
     def _epochs(
         self, num_items: int, items_per_batch: int, num_planned: int | None = None
@@ -250,35 +258,43 @@ class OnPolicyAlgorithm(RLAlgorithm):
             x = x.reshape(length // seq_len, seq_len, batch, *x.shape[2:]).transpose(0, 1)
             return x.reshape(seq_len, -1, *x.shape[3:])
 
-        sequences = nest.map_structure(to_sequences, exp)
-        valid = to_sequences(valid)
-        num_sequences = valid.shape[1]
         per_batch = max(1, (self.mini_batch_size or length * batch) // seq_len)
+        return self.train_on_columns(
+            nest.map_structure(to_sequences, exp),
+            to_sequences(valid),
+            per_batch,
+            self._sequence_loss,
+        )
+
+    def train_on_columns(
+        self,
+        columns: Experience,
+        valid: torch.Tensor,
+        per_batch: int,
+        loss_fn: Callable[[Experience, torch.Tensor], LossInfo],
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Updates on mini-batches of whole columns of ``columns`` (``[L, N]`` nests),
+        ``per_batch`` columns each, for :attr:`num_epochs` epochs: each update's loss is
+        ``loss_fn(mini_batch, mask)`` with ``mask`` the mini-batch's columns of ``valid``
+        (``[L', N]`` bool; ``L'`` may be shorter than ``L``, e.g. without a bootstrap
+        row). Returns each applied update's statistics and the number skipped."""
         stats: list[dict[str, Any]] = []
         num_skipped = 0
-        for index in self._epochs(num_sequences, per_batch):
-            mini, mask = sequences, valid
+        for index in self._epochs(valid.shape[1], per_batch):
+            mini, mask = columns, valid
             if index is not None:
-                mini = nest.map_structure(lambda x, i=index: x[:, i], sequences)
+                mini = nest.map_structure(lambda x, i=index: x[:, i], columns)
                 mask = valid[:, index]
             if self.is_data_parallel and not mask.any():
                 num_skipped += self._update_with_zero_loss()
                 continue
-            update = self.update_on_sequence(mini, mask)
-            self._record(update, stats)
-            if self.stop_epochs(update[0]):
+            loss_info = self.compute_loss(loss_fn, mini, mask)
+            update = self.update_with_gradient(loss_info)
+            self.after_applied_update(update)
+            self._record((loss_info, update), stats)
+            if self.stop_epochs(loss_info):
                 break
         return stats, num_skipped
-
-    def update_on_sequence(
-        self, exp: Experience, valid: torch.Tensor
-    ) -> tuple[LossInfo, dict[str, Any]]:
-        """One gradient update on ``[L, b]`` sequences: :meth:`run_sequences` along them
-        (state reset at FIRST steps), then ``calc_loss`` on the steps where ``valid``."""
-        loss_info = self.compute_loss(self._sequence_loss, exp, valid)
-        update = self.update_with_gradient(loss_info)
-        self.after_applied_update(update)
-        return loss_info, update
 
     def run_sequences(self, exp: Experience, state: Any) -> AlgStep:
         """:meth:`~RLAlgorithm.train_sequence` on ``[L, b]`` sequences, or

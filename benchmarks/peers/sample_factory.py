@@ -239,15 +239,26 @@ def parse_sf_log(text: str, reward_scale: float) -> tuple[int, list[tuple[float,
     return frames_now, points
 
 
-def run_alf(bench: Bench, seed: int, frames: int, out: Path, timeout_s: float):
-    """One ALF run; its frames/s and time to the score from ``progress.jsonl``."""
-    root = out / f"alf_{Path(bench.alf_conf).stem}_seed{seed}"
+def run_alf(
+    bench: Bench,
+    seed: int,
+    frames: int,
+    out: Path,
+    timeout_s: float,
+    variant: tuple[str, tuple[str, ...]] = ("alf", ()),
+):
+    """One ALF run; its frames/s and time to the score from ``progress.jsonl``.
+    ``variant``: its label and the bindings it adds (:func:`parse_variant`)."""
+    label, extra = variant
+    name = f"{label}_{Path(bench.alf_conf).stem}_seed{seed}"
+    root = out / name
     shutil.rmtree(root, ignore_errors=True)
     params = (
         f"TrainerConfig.num_env_steps={frames // bench.frame_skip}",
         f"TrainerConfig.random_seed={seed}",
         "TrainerConfig.checkpoint_interval=100000",
         *bench.alf_params,
+        *extra,
     )
     cmd = [
         sys.executable,
@@ -258,7 +269,7 @@ def run_alf(bench: Bench, seed: int, frames: int, out: Path, timeout_s: float):
         *[f"--conf_param={p}" for p in params],
     ]
     work = Path(tempfile.mkdtemp(prefix="alf_", dir=out))
-    log = out / f"alf_{Path(bench.alf_conf).stem}_seed{seed}.log"
+    log = out / f"{name}.log"
     rc, wall = run_logged(cmd, log=log, cwd=work, timeout_s=timeout_s, env=SF_ENV)
     shutil.rmtree(work, ignore_errors=True)
     points = []
@@ -271,7 +282,23 @@ def run_alf(bench: Bench, seed: int, frames: int, out: Path, timeout_s: float):
             points.append(
                 (record["elapsed_s"], steps * bench.frame_skip, record["train/average_return"])
             )
-    return _summary("alf", rc, wall, steps * bench.frame_skip, points, bench.score, log)
+    return _summary(label, rc, wall, steps * bench.frame_skip, points, bench.score, log)
+
+
+def parse_variant(text: str) -> tuple[str, tuple[str, ...]]:
+    """``LABEL:BINDING[;BINDING...]`` (``--alf_variant``) -> ``("alf_LABEL", bindings)``.
+
+    Raises:
+        argparse.ArgumentTypeError: no label or no binding.
+    """
+    label, _, bindings = text.partition(":")
+    params = tuple(b.strip() for b in bindings.split(";") if b.strip())
+    if not label.strip() or not params:
+        raise argparse.ArgumentTypeError(
+            f"--alf_variant={text!r}: expected LABEL:BINDING[;BINDING...], e.g. "
+            "single_pass:AppoAlgorithm.single_pass=True"
+        )
+    return f"alf_{label.strip()}", params
 
 
 def _summary(framework, rc, wall, frames, points, score, log) -> dict[str, Any]:
@@ -305,6 +332,14 @@ def main(argv: list[str] | None = None) -> None:
         help="actor and critic sharing one encoder (SF's default; ALF's ActorValueNetwork, "
         "as the example configs) or with separate encoders",
     )
+    parser.add_argument(
+        "--alf_variant",
+        type=parse_variant,
+        action="append",
+        default=[],
+        help="LABEL:BINDING[;BINDING...]: one more ALF run per seed with these bindings, "
+        "in the same alternation (repeatable), e.g. single_pass:AppoAlgorithm.single_pass=True",
+    )
     args = parser.parse_args(argv)
     out = Path(args.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
@@ -319,12 +354,12 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.envs.split(","):
         bench = with_network(BENCHES[name], args.network)
         for i, seed in enumerate(int(s) for s in args.seeds.split(",")):
-            order = [run_sf, run_alf] if i % 2 == 0 else [run_alf, run_sf]
-            for runner in order:
-                if runner is run_sf:
+            contenders = ["sf", ("alf", ()), *args.alf_variant]
+            for contender in contenders if i % 2 == 0 else contenders[::-1]:
+                if contender == "sf":
                     result = run_sf(bench, python, seed, args.frames, out, args.timeout_s)
                 else:
-                    result = run_alf(bench, seed, args.frames, out, args.timeout_s)
+                    result = run_alf(bench, seed, args.frames, out, args.timeout_s, contender)
                 result.update(env=name, seed=seed, uptime_after=uptime())
                 results["runs"].append(result)
                 print(
