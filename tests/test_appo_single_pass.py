@@ -43,7 +43,7 @@ def test_one_update_on_the_whole_trajectory_equals_the_two_pass_update(cart_pole
         assert float(stats["single"][key]) == pytest.approx(float(stats["two"][key]), abs=1e-5)
 
 
-def test_single_pass_collects_values_and_clips_around_them(cart_pole):
+def test_single_pass_collects_the_values_value_clip_starts_from(cart_pole):
     """The actors compute the values (the "old" values of value_clip), as PPO's do."""
     algorithm = _make(cart_pole, single_pass=True, fused_rollout=False)
     assert algorithm.learner_only_state == ()

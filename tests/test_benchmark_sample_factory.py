@@ -105,3 +105,11 @@ def test_alf_variants_parse_to_a_label_and_bindings():
     for bad in ("single_pass", ":AppoAlgorithm.single_pass=True", "label:;"):
         with pytest.raises(argparse.ArgumentTypeError, match="LABEL:BINDING"):
             sample_factory.parse_variant(bad)
+
+
+def test_time_to_score_ignores_reports_before_any_training():
+    sample_factory = _module()
+    points = [(15.0, 0, 87.0), (20.0, 4096, -118.9), (135.0, 180224, 54.7), (140.0, 184320, 40.0)]
+    summary = sample_factory._summary("sf", 0, 200.0, 600_000, points, 50.0, "log")
+    assert (summary["time_to_score_s"], summary["frames_to_score"]) == (135.0, 180224)
+    assert summary["final_return"] == 40.0
