@@ -113,3 +113,29 @@ def test_time_to_score_ignores_reports_before_any_training():
     summary = sample_factory._summary("sf", 0, 200.0, 600_000, points, 50.0, "log")
     assert (summary["time_to_score_s"], summary["frames_to_score"]) == (135.0, 180224)
     assert summary["final_return"] == 40.0
+
+
+def test_plot_writes_the_curves_and_their_points(tmp_path):
+    import csv
+    import json
+
+    _module()
+    from benchmarks.peers import sample_factory_plot
+
+    runs = [
+        {
+            "framework": name,
+            "env": "doom_basic",
+            "seed": 0,
+            "curve": [[5.0, 4096, -150.0], [9.0, 8192, 60.0]],
+        }
+        for name in ("sample_factory", "alf")
+    ]
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"runs": runs}))
+    out = tmp_path / "curves.png"
+    sample_factory_plot.main([str(results), f"--out={out}", "--score=50"])
+    assert out.stat().st_size > 0
+    with out.with_suffix(".csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and rows[-1]["framework"] == "alf" and float(rows[-1]["return"]) == 60.0
