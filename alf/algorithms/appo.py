@@ -146,9 +146,7 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         single_pass: bool = False,
         **kwargs: Any,
     ) -> None:
-        # Set before the networks are built: collection skips the values unless kept.
-        self.uses_rollout_values = single_pass
-        self.single_pass = single_pass
+        self.single_pass = single_pass  # read by uses_rollout_values while building
         super().__init__(
             observation_spec=observation_spec,
             action_spec=action_spec,
@@ -171,6 +169,12 @@ class AppoAlgorithm(ActorCriticAlgorithm):
         self._vtrace_stats: dict[str, torch.Tensor] = {}
         if single_pass:
             self._check_single_pass(num_epochs)
+
+    @property
+    def uses_rollout_values(self) -> bool:  # type: ignore[override]
+        """Only the single pass reads the actors' values (``value_clip``'s old values);
+        otherwise V-trace recomputes them and collection skips the value network."""
+        return self.single_pass
 
     def _check_single_pass(self, num_epochs: int) -> None:
         if num_epochs != 1:
